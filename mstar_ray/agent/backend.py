@@ -1,0 +1,35 @@
+"""The task agent's model, as the fixed protocol (SPEC section 3) needs it: four steps, nothing else.
+
+An implementation is either the offline backend (``mstar_ray.agent.offline``), deterministic and
+network-free, or a real LLM client that turns each step into a chat prompt.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from mstar_ray.schema import FieldSpec
+
+
+class AgentBackend(Protocol):
+    name: str
+
+    def extract_item(self, instruction: str, fields: list[FieldSpec], raw_text: str) -> dict[str, Any]:
+        """Fill a ``KnowledgeItem`` JSON object from one raw text."""
+
+    def build_query(self, instruction: str, fields: list[FieldSpec], question: str) -> dict[str, Any]:
+        """Fill a ``Query`` JSON object from one question."""
+
+    def answer(self, instruction: str, always_on: str, context: str, question: str) -> str:
+        """Answer the question from the memory's context."""
+
+    def toolkit_completion(self, messages: list[dict[str, str]]) -> str:
+        """Serve one ``toolkit.llm_completion(messages)`` call made by a memory program."""
+
+
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """One unit-length vector per text, in order."""

@@ -1,0 +1,178 @@
+"""The fixed task-agent protocol (SPEC section 3): evaluate one memory program on one task.
+
+Write phase: each raw text -> the backend extracts a ``KnowledgeItem`` -> ``kb.write`` in the sandbox
+(serially: the knowledge base is stateful). Read phase: each question -> ``Query`` -> ``kb.read`` ->
+the backend answers from the context -> token F1 against the gold answer. A contract violation at run
+time (timeout, LLM budget, oversized read, forbidden operation, crash...) scores the program 0, as the
+paper does, and is reported with its reason so a reflector can fix it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pydantic import BaseModel
+
+from mstar_ray.agent.backend import AgentBackend, Embedder
+from mstar_ray.contract import inspect_program
+from mstar_ray.sandbox_host import Outcome, Sandbox, SandboxLimits
+from mstar_ray.tasks.model import Question, Task
+from mstar_ray.tasks.scoring import token_f1
+
+MAX_RECORDED_WRITE_ERRORS = 5
+
+
+class QuestionResult(BaseModel):
+    id: str
+    category: str
+    question: str
+    expected: str
+    prediction: str = ""
+    score: float = 0.0
+    query: dict[str, Any] | None = None
+    context: str = ""
+    error: str | None = None
+    seconds: float = 0.0
+
+
+class CategoryScore(BaseModel):
+    n: int
+    score: float
+
+
+class RuntimeViolation(BaseModel):
+    phase: str  # load | write | read
+    kind: str
+    message: str
+    traceback: str = ""
+
+
+class SandboxInfo(BaseModel):
+    layers: list[str]
+    missing_layers: dict[str, str]
+    ready_seconds: float | None
+
+
+class EvalReport(BaseModel):
+    task: str
+    backend: str
+    embedder: str
+    texts_written: int
+    score: float
+    categories: dict[str, CategoryScore]
+    results: list[QuestionResult]
+    violation: RuntimeViolation | None = None
+    write_errors: int = 0
+    write_error_examples: list[str] = []
+    calls: dict[str, int]
+    wall_seconds: float
+    sandbox: SandboxInfo
+
+
+def _summarise(results: list[QuestionResult]) -> tuple[float, dict[str, CategoryScore]]:
+    by_category: dict[str, list[float]] = {}
+    for result in results:
+        by_category.setdefault(result.category, []).append(result.score)
+    categories = {name: CategoryScore(n=len(s), score=sum(s) / len(s)) for name, s in sorted(by_category.items())}
+    overall = sum(r.score for r in results) / len(results) if results else 0.0
+    return overall, categories
+
+
+class _CountingEmbedder:
+    def __init__(self, embedder: Embedder):
+        self.embedder = embedder
+        self.texts = 0
+
+    def __call__(self, texts: list[str]) -> list[list[float]]:
+        self.texts += len(texts)
+        return self.embedder.embed(texts)
+
+
+def evaluate(
+    source: str,
+    task: Task,
+    backend: AgentBackend,
+    embedder: Embedder,
+    *,
+    limits: SandboxLimits | None = None,
+    questions: list[Question] | None = None,
+) -> EvalReport:
+    """Run the protocol for ``source`` on ``task`` (or on a subset of its ``questions``).
+
+    Raises ``ContractError`` when the program fails the static checks: it is never started then.
+    """
+    info = inspect_program(source)
+    constants = info.constants
+    questions = list(task.questions if questions is None else questions)
+    results = [
+        QuestionResult(id=q.id, category=q.category, question=q.question, expected=q.answer) for q in questions
+    ]
+    started = time.monotonic()
+    embed = _CountingEmbedder(embedder)
+    calls = {"extract": 0, "query": 0, "answer": 0, "toolkit_llm": 0}
+    violation: RuntimeViolation | None = None
+    write_errors: list[str] = []
+    written = 0
+
+    def fatal(phase: str, outcome: Outcome) -> RuntimeViolation:
+        return RuntimeViolation(phase=phase, kind=outcome.kind or "error", message=outcome.message, traceback=outcome.traceback)
+
+    with Sandbox(source, limits=limits, llm=backend.toolkit_completion, embed=embed) as sandbox:
+        outcome = sandbox.start()
+        if not outcome.ok:
+            violation = fatal("load", outcome)
+        for text in task.texts if violation is None else []:
+            item = backend.extract_item(constants["INSTRUCTION_KNOWLEDGE_ITEM"], info.schema.knowledge_item, text.text)
+            calls["extract"] += 1
+            outcome = sandbox.write(item, text.text)
+            calls["toolkit_llm"] += outcome.llm_calls
+            if outcome.violation:
+                violation = fatal("write", outcome)
+                break
+            if outcome.ok:
+                written += 1
+            else:
+                write_errors.append(f"{text.id}: {outcome.describe()}")
+        for result, question in zip(results, questions) if violation is None else []:
+            query = backend.build_query(constants["INSTRUCTION_QUERY"], info.schema.query, question.question)
+            calls["query"] += 1
+            outcome = sandbox.read(query)
+            calls["toolkit_llm"] += outcome.llm_calls
+            result.query, result.seconds = query, outcome.seconds
+            if outcome.violation:
+                violation = fatal("read", outcome)
+                break
+            if not outcome.ok:
+                result.error = outcome.describe()
+                continue
+            result.context = outcome.value
+            calls["answer"] += 1
+            result.prediction = backend.answer(
+                constants["INSTRUCTION_RESPONSE"], constants["ALWAYS_ON_KNOWLEDGE"], result.context, question.question
+            )
+            result.score = token_f1(result.prediction, question.answer)
+        sandbox_info = SandboxInfo(
+            layers=sandbox.layers, missing_layers=sandbox.missing_layers, ready_seconds=sandbox.ready_seconds
+        )
+
+    if violation is not None:
+        # The contract: a runtime violation scores the whole program zero.
+        for result in results:
+            result.score = 0.0
+    score, categories = _summarise(results)
+    return EvalReport(
+        task=task.name,
+        backend=backend.name,
+        embedder=embedder.name,
+        texts_written=written,
+        score=score,
+        categories=categories,
+        results=results,
+        violation=violation,
+        write_errors=len(write_errors),
+        write_error_examples=write_errors[:MAX_RECORDED_WRITE_ERRORS],
+        calls={**calls, "embedded_texts": embed.texts},
+        wall_seconds=time.monotonic() - started,
+        sandbox=sandbox_info,
+    )

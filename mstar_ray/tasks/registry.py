@@ -1,0 +1,71 @@
+"""One entry point that turns a task name plus options into a :class:`Task`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from mstar_ray.tasks.model import Question, Task
+
+logger = logging.getLogger(__name__)
+
+TASK_NAMES: tuple[str, ...] = ("locomo", "synthetic")
+
+
+def limit_questions(questions: Sequence[Question], limit: int | None) -> list[Question]:
+    """Keep at most ``limit`` questions, taken round-robin across categories, in their original order.
+
+    Round-robin so that a small limit (say 8 for a quick smoke run) still exercises every category instead of
+    only the first one in the file; the result of ``limit=n`` is always a subset of ``limit=n+1``.
+    """
+    if limit is None:
+        return list(questions)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
+    queues: dict[str, list[int]] = {}
+    for index, question in enumerate(questions):
+        queues.setdefault(question.category, []).append(index)
+    chosen: list[int] = []
+    depth = 0
+    while len(chosen) < limit and any(depth < len(queue) for queue in queues.values()):
+        for queue in queues.values():
+            if depth < len(queue) and len(chosen) < limit:
+                chosen.append(queue[depth])
+        depth += 1
+    return [questions[index] for index in sorted(chosen)]
+
+
+def load_task(
+    name: str,
+    *,
+    conversation: int = 0,
+    limit: int | None = None,
+    data_path: str | None = None,
+    seed: int = 0,
+    categories: tuple[int, ...] | None = None,
+) -> Task:
+    """Build the named task.
+
+    Options that do not apply to the chosen task (``conversation``, ``data_path`` and ``categories`` for
+    ``synthetic``; ``seed`` for ``locomo``) are ignored, so one config shape can drive either task.
+    ``categories`` are LoCoMo's numeric categories; ``None`` means the default 1-4.
+    """
+    key = name.strip().lower()
+    # Imported here so that picking one task never pays for (or breaks on) the other's module.
+    if key == "locomo":
+        from mstar_ray.tasks.locomo import DEFAULT_CATEGORIES, load_locomo
+
+        return load_locomo(
+            data_path,
+            conversation=conversation,
+            categories=DEFAULT_CATEGORIES if categories is None else tuple(categories),
+            limit=limit,
+        )
+    if key == "synthetic":
+        from mstar_ray.tasks.synthetic import make_synthetic
+
+        if conversation != 0 or data_path is not None or categories is not None:
+            logger.debug("synthetic task ignores conversation, data_path and categories")
+        task = make_synthetic(seed=seed)
+        return task.model_copy(update={"questions": limit_questions(task.questions, limit)})
+    raise ValueError(f"unknown task {name!r}; valid task names: {', '.join(TASK_NAMES)}")

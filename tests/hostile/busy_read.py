@@ -1,0 +1,29 @@
+"""HOSTILE: a busy loop in read()"""
+
+from dataclasses import dataclass
+
+INSTRUCTION_KNOWLEDGE_ITEM = INSTRUCTION_QUERY = INSTRUCTION_RESPONSE = ALWAYS_ON_KNOWLEDGE = ""
+
+
+@dataclass
+class KnowledgeItem:
+    text: str
+
+
+@dataclass
+class Query:
+    text: str
+
+
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        pass
+
+    def write(self, item, raw_text):
+        pass
+
+    def read(self, query):
+        total = 0
+        while total >= 0:
+            total = (total + 1) % 1000003
+        return str(total)

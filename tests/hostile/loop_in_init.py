@@ -1,0 +1,27 @@
+"""HOSTILE: a constructor that never returns"""
+
+from dataclasses import dataclass
+
+INSTRUCTION_KNOWLEDGE_ITEM = INSTRUCTION_QUERY = INSTRUCTION_RESPONSE = ALWAYS_ON_KNOWLEDGE = ""
+
+
+@dataclass
+class KnowledgeItem:
+    text: str
+
+
+@dataclass
+class Query:
+    text: str
+
+
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        while True:
+            pass
+
+    def write(self, item, raw_text):
+        pass
+
+    def read(self, query):
+        return ""

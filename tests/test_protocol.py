@@ -1,0 +1,116 @@
+"""The task-agent protocol end to end: real sandboxes, the offline backend, real tasks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from mstar_ray.agent.hashing_embedder import HashingEmbedder
+from mstar_ray.agent.offline import OfflineBackend
+from mstar_ray.agent.protocol import evaluate
+from mstar_ray.contract import ContractError
+from mstar_ray.sandbox_host import SandboxLimits
+from mstar_ray.tasks.registry import load_task
+from tests.conftest import HOSTILE, SEEDS, seed_source
+
+AMNESIAC = seed_source("experience_learner").replace(
+    'text = "Lessons:\\n"', 'return ""\n        text = "Lessons:\\n"'
+)
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    return load_task("synthetic", seed=3)
+
+
+def run(source, task, **kwargs):
+    return evaluate(source, task, OfflineBackend(), HashingEmbedder(), **kwargs)
+
+
+@pytest.mark.parametrize("seed", ["vector_search", "llm_summarizer", "experience_learner"])
+def test_each_seed_runs_the_whole_protocol(seed, synthetic):
+    report = run(seed_source(seed), synthetic)
+    assert report.violation is None, report.violation
+    assert report.texts_written == len(synthetic.texts)
+    assert report.calls["extract"] == len(synthetic.texts)
+    assert report.calls["query"] == report.calls["answer"] == len(synthetic.questions)
+    assert set(report.categories) == {"single-hop", "temporal", "knowledge-update", "multi-hop"}
+    assert 0.0 < report.score <= 1.0
+    assert "seccomp" in report.sandbox.layers or "seccomp" in report.sandbox.missing_layers
+    if seed == "llm_summarizer":
+        assert report.calls["toolkit_llm"] == len(synthetic.questions)
+    if seed == "vector_search":
+        assert report.calls["embedded_texts"] >= len(synthetic.texts)
+
+
+def test_memory_that_retrieves_nothing_scores_lower(synthetic):
+    remembering = run(seed_source("experience_learner"), synthetic)
+    amnesiac = run(AMNESIAC, synthetic)
+    assert amnesiac.violation is None
+    assert amnesiac.score < remembering.score - 0.1
+
+
+def test_evaluation_is_deterministic(synthetic):
+    first = run(seed_source("vector_search"), synthetic)
+    second = run(seed_source("vector_search"), synthetic)
+    assert [r.prediction for r in first.results] == [r.prediction for r in second.results]
+    assert first.score == second.score
+
+
+def test_runtime_violation_scores_zero_and_names_the_reason(synthetic):
+    source = (HOSTILE / "long_read.py").read_text()
+    report = run(source, synthetic)
+    assert report.violation is not None
+    assert report.violation.phase == "read" and report.violation.kind == "read_too_long"
+    assert report.score == 0.0 and all(r.score == 0.0 for r in report.results)
+
+
+def test_timeout_in_write_stops_the_evaluation(synthetic):
+    report = run((HOSTILE / "loop_in_write.py").read_text(), synthetic, limits=SandboxLimits(call_timeout_s=1.0))
+    assert report.violation.kind == "timeout" and report.violation.phase == "write"
+    assert report.calls["extract"] == 1 and report.calls["query"] == 0
+
+
+def test_contract_breaking_program_is_never_started(synthetic):
+    with pytest.raises(ContractError):
+        run((HOSTILE / "import_ctypes.py").read_text(), synthetic)
+
+
+def test_locomo_conversation_with_limit(locomo_path):
+    task = load_task("locomo", conversation=0, limit=12, data_path=str(locomo_path))
+    report = run(seed_source("experience_learner"), task)
+    assert report.violation is None
+    assert len(report.results) == 12
+    assert set(report.categories) == {"multi-hop", "temporal", "open-domain", "single-hop"}
+    assert report.texts_written == len(task.texts) > 300
+
+
+def cli(*args: str, env=None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mstar_ray.cli", *args], capture_output=True, text=True, timeout=300, env=env
+    )
+
+
+def test_eval_command_prints_the_score_table_and_json():
+    table = cli("eval", str(SEEDS / "vector_search.py"), "--task", "synthetic", "--limit", "8")
+    assert table.returncode == 0, table.stderr
+    for word in ("overall", "single-hop", "temporal", "wall time", "extract", "offline", "layers"):
+        assert word in table.stdout
+    as_json = cli("eval", str(SEEDS / "vector_search.py"), "--task", "synthetic", "--limit", "8", "--json")
+    report = json.loads(as_json.stdout)
+    assert len(report["results"]) == 8 and 0.0 <= report["score"] <= 1.0
+
+
+def test_eval_command_exits_nonzero_on_a_violating_program():
+    done = cli("eval", str(HOSTILE / "long_read.py"), "--limit", "2")
+    assert done.returncode == 1
+    assert "VIOLATION during read" in done.stdout and "read_too_long" in done.stdout
+
+
+def test_eval_command_names_a_missing_data_file(tmp_path):
+    done = cli("eval", str(SEEDS / "vector_search.py"), "--task", "locomo", "--data", str(tmp_path / "nope.json"))
+    assert done.returncode == 2
+    assert str(tmp_path / "nope.json") in done.stderr and "MSTAR_LOCOMO_PATH" in done.stderr
