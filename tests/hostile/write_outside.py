@@ -30,15 +30,16 @@ class KnowledgeBase:
         pass
 
     def read(self, query):
+        # SQLite's ATTACH opens files from C, where no audit hook sees it: only the kernel can refuse.
+        try:
+            self.db.execute("ATTACH DATABASE ? AS outside", (query.text + ".db",))
+            self.db.execute("CREATE TABLE outside.t (x)")
+        except Exception:
+            pass
         os = os_module()
         try:
             fd = os["open"](query.text, os["O_WRONLY"] | os["O_CREAT"])
             os["write"](fd, b"pwned")
-        except Exception:
-            pass
-        try:
-            self.db.execute("ATTACH DATABASE ? AS outside", (query.text + ".db",))
-            self.db.execute("CREATE TABLE outside.t (x)")
         except Exception:
             pass
         sqlite3.connect(query.text + ".sqlite").execute("CREATE TABLE t (x)")
