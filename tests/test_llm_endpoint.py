@@ -1,0 +1,106 @@
+"""The task agent against a real OpenAI-compatible server (llama.cpp + SmolLM2-135M), and the failure
+paths a user meets: a dead endpoint, a missing key, a server that answers too slowly."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+
+import pytest
+
+from mstar_ray.agent.hashing_embedder import HashingEmbedder
+from mstar_ray.agent.llm_backend import LLMBackend
+from mstar_ray.agent.protocol import evaluate
+from mstar_ray.contract import inspect_program
+from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig
+from mstar_ray.llm.errors import EndpointError
+from mstar_ray.llm.structured import conform
+from mstar_ray.tasks.model import Task
+from mstar_ray.tasks.registry import load_task
+from tests.conftest import seed_source
+from tests.llm_server import free_port
+
+
+def endpoint_for(server, **overrides) -> ChatEndpoint:
+    config = EndpointConfig(base_url=server.base_url, model=server.model, max_tokens=96, max_retries=1, **overrides)
+    return ChatEndpoint("task", config)
+
+
+@pytest.mark.slow
+def test_json_mode_extraction_round_trip(llm_server):
+    backend = LLMBackend(endpoint_for(llm_server))
+    fields = inspect_program(seed_source("vector_search")).schema.knowledge_item
+    item = backend.extract_item(
+        "Fill the fields from the text.", fields, "[8 May 2023] Caroline: I adopted a puppy called Biscuit today."
+    )
+    assert conform(item, fields)[1] == []
+    assert set(item) == {f.name for f in fields}
+    assert 1 <= backend.stats["calls"] <= 2 and backend.stats["prompt_tokens"] > 0
+
+
+@pytest.mark.slow
+def test_whole_eval_of_a_seed_through_the_real_server(llm_server):
+    full = load_task("synthetic", seed=1)
+    texts = full.texts[:6]
+    task = Task(name="synthetic/tiny", texts=texts, questions=full.questions[:2])
+    backend = LLMBackend(endpoint_for(llm_server))
+    report = evaluate(seed_source("llm_summarizer"), task, backend, HashingEmbedder())
+    assert report.violation is None, report.violation
+    assert report.texts_written == len(texts)
+    assert report.calls["toolkit_llm"] == 2  # the summariser's one call per read
+    assert backend.stats["calls"] >= len(texts) + 2 * 2 + 2
+    assert all(0.0 <= r.score <= 1.0 for r in report.results)
+
+
+@pytest.mark.slow
+def test_a_server_killed_mid_run_gives_a_clear_error(llm_server_factory):
+    server = llm_server_factory()
+    endpoint = endpoint_for(server)
+    endpoint.probe()
+    assert endpoint.complete([{"role": "user", "content": "Say hi."}], max_tokens=4).text is not None
+    server.kill()
+    with pytest.raises(EndpointError) as caught:
+        endpoint.complete([{"role": "user", "content": "Say hi."}], max_tokens=4)
+    assert "role 'task'" in str(caught.value) and server.base_url in str(caught.value)
+
+
+def test_an_unreachable_endpoint_is_named_before_any_evaluation():
+    config = EndpointConfig(base_url=f"http://127.0.0.1:{free_port()}/v1", model="m", max_retries=0)
+    with pytest.raises(EndpointError) as caught:
+        ChatEndpoint("reflector", config).probe()
+    assert "role 'reflector'" in str(caught.value) and "unreachable" in str(caught.value)
+
+
+def test_a_missing_key_names_the_variable(monkeypatch):
+    monkeypatch.delenv("MSTAR_TEST_KEY", raising=False)
+    config = EndpointConfig(base_url="http://127.0.0.1:1/v1", model="m", api_key_env="MSTAR_TEST_KEY")
+    with pytest.raises(EndpointError) as caught:
+        ChatEndpoint("judge", config)
+    assert "MSTAR_TEST_KEY" in str(caught.value) and "judge" in str(caught.value)
+
+
+class _SlowHandler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        time.sleep(3)
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_server_that_answers_too_slowly_times_out():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlowHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        endpoint = ChatEndpoint("task", EndpointConfig(base_url=url, model="m", timeout_s=0.5, max_retries=1))
+        started = time.monotonic()
+        with pytest.raises(EndpointError) as caught:
+            endpoint.complete([{"role": "user", "content": "hi"}])
+        assert "timed out" in str(caught.value).lower() or "timeout" in str(caught.value).lower()
+        assert time.monotonic() - started < 10
+    finally:
+        server.shutdown()
