@@ -61,7 +61,11 @@ def _real(path: Any) -> str | None:
 def readable_roots() -> list[str]:
     """What a sandbox may read besides its own folder: the interpreter's own files, so that lazy imports
     of already-loaded libraries still work, the C library's loader cache, and its own /proc entry."""
-    paths = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path) if p and p != "/"}
+    # Not every sys.path entry: an editable install puts the repository (and the run folders under it)
+    # on the path, and a program has no business reading those.
+    own_package = os.path.dirname(os.path.abspath(__file__))
+    paths = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, own_package)}
+    paths |= {os.path.realpath(p) for p in sys.path if "-packages" in p}
     paths |= {f"/proc/{os.getpid()}", "/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/share/zoneinfo",
               "/etc/localtime", "/etc/ld.so.cache", "/dev/null", "/dev/urandom", "/sys/devices/system/cpu"}
     return sorted(paths)
