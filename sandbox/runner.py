@@ -9,7 +9,6 @@ Each is answered by exactly one ``{"op": "done", ...}`` frame; while a call runs
 from __future__ import annotations
 
 import os
-import resource
 import socket
 import sys
 import traceback
@@ -205,8 +204,6 @@ def serve(sock: socket.socket, config: dict[str, Any]) -> int:
             return 0
         reply = session.handle(message)
         reply["logs"] = session.toolkit.logger.drain()
-        reply["cpu_seconds"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_utime, 3)
-        reply["max_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         try:
             wire.send(sock, reply)
         except (OSError, wire.FrameError) as exc:
