@@ -50,8 +50,7 @@ class LLMBackend:
             {"role": "user", "content": prompt},
         ]
         reply = self._complete(self.task, messages, json_mode=True)
-        obj, problem = parse_json_object(reply)
-        errors = [problem] if obj is None else conform(obj, fields)[1]
+        conformed, errors = self._read_reply(reply, fields)
         if errors:
             # One corrective retry that shows the model its own reply and what is wrong with it.
             self.stats["json_retries"] += 1
@@ -61,12 +60,18 @@ class LLMBackend:
                  + ". Reply again with only the corrected JSON object."},
             ]
             reply = self._complete(self.task, messages, json_mode=True)
-            obj, problem = parse_json_object(reply)
-            errors = [problem] if obj is None else conform(obj, fields)[1]
-        if obj is None or errors:
+            conformed, errors = self._read_reply(reply, fields)
+        if errors:
             self.stats["json_fallbacks"] += 1
             return fallback(fields, text)
-        return conform(obj, fields)[0]
+        return conformed
+
+    @staticmethod
+    def _read_reply(reply: str, fields: list[FieldSpec]) -> tuple[dict[str, Any], list[str]]:
+        obj, problem = parse_json_object(reply)
+        if obj is None:
+            return {}, [problem or "no JSON object"]
+        return conform(obj, fields)
 
     def extract_item(self, instruction: str, fields: list[FieldSpec], raw_text: str) -> dict[str, Any]:
         return self._structured(instruction, fields, "Text", raw_text)
