@@ -1,19 +1,21 @@
 """``mstar-ray``: check a memory program, or evaluate one on a task.
 
 Exit codes: 0 success; 1 the program broke the contract (statically or at run time); 2 bad input
-(arguments, missing or malformed data); 3 an LLM endpoint that cannot be used.
+(arguments, a bad config, missing or malformed data); 3 an LLM endpoint that cannot be used; 4 the
+budget is spent.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
 from mstar_ray.contract import ContractError, check_source
-from mstar_ray.llm.errors import EndpointError
+from mstar_ray.llm.errors import BudgetExceeded, EndpointError
 
-EXIT_OK, EXIT_PROGRAM, EXIT_INPUT, EXIT_ENDPOINT = 0, 1, 2, 3
+EXIT_OK, EXIT_PROGRAM, EXIT_INPUT, EXIT_ENDPOINT, EXIT_BUDGET = 0, 1, 2, 3, 4
 
 
 def _read_program(path: str) -> str:
@@ -37,39 +39,79 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     # Imported here so that `mstar-ray check` stays instant.
-    from mstar_ray.agent.hashing_embedder import HashingEmbedder
-    from mstar_ray.agent.offline import OfflineBackend
     from mstar_ray.agent.protocol import evaluate
+    from mstar_ray.llm.cache import SqliteCache
+    from mstar_ray.llm.roles import RoleClients, probe_endpoints
     from mstar_ray.sandbox_host import SandboxLimits
     from mstar_ray.tasks.registry import load_task
 
     source = _read_program(args.program)
+    settings = _llm_settings(args)
     task = load_task(
         args.task, conversation=args.conversation, limit=args.limit, data_path=args.data, seed=args.seed
     )
+    probe_endpoints(settings)
+    roles = RoleClients(settings, cache=SqliteCache(args.cache) if args.cache else None)
     limits = SandboxLimits(call_timeout_s=args.call_timeout)
-    backend = OfflineBackend() if args.backend == "offline" else _llm_backend(args)
-    report = evaluate(source, task, backend, HashingEmbedder(), limits=limits)
+    report = evaluate(source, task, roles.backend(), roles.embedder(), limits=limits, judge=roles.judge())
     if args.json:
         print(report.model_dump_json(indent=2))
     else:
         print(_format_report(args.program, report))
+        print(_format_usage(report, roles.gateway.snapshot(), args.cache))
     return EXIT_PROGRAM if report.violation else EXIT_OK
 
 
-def _llm_backend(args: argparse.Namespace):
-    from mstar_ray.agent.llm_backend import LLMBackend
-    from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig
+def cmd_run(args: argparse.Namespace) -> int:
+    import time
 
-    if not args.llm_url or not args.llm_model:
-        raise ValueError("--backend llm needs --llm-url and --llm-model")
-    config = EndpointConfig(
-        base_url=args.llm_url, model=args.llm_model, api_key_env=args.llm_key_env, max_tokens=args.llm_max_tokens,
-        timeout_s=args.llm_timeout,
-    )
-    endpoint = ChatEndpoint("task", config)
-    endpoint.probe()
-    return LLMBackend(endpoint)
+    from mstar_ray.driver.run import run_search
+
+    run_dir = args.run_dir or f"runs/{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return run_search(args.config, run_dir=run_dir, address=args.address)
+
+
+def _llm_settings(args: argparse.Namespace):
+    """The ``llm`` settings from ``--llm-config``, else from the ``--llm-*`` flags; ``--embedder`` overrides."""
+    from mstar_ray.config_file import load_yaml
+    from mstar_ray.llm.endpoint import EndpointConfig
+    from mstar_ray.llm.settings import LLMSettings
+
+    if args.llm_config:
+        settings = load_yaml(LLMSettings, args.llm_config)
+    elif args.backend == "llm":
+        if not args.llm_url or not args.llm_model:
+            raise ValueError("--backend llm needs --llm-url and --llm-model (or --llm-config FILE)")
+        task = EndpointConfig(
+            base_url=args.llm_url, model=args.llm_model, api_key_env=args.llm_key_env,
+            max_tokens=args.llm_max_tokens, timeout_s=args.llm_timeout,
+        )
+        settings = LLMSettings(task=task)
+    else:
+        settings = LLMSettings()
+    if args.embedder:
+        settings = settings.model_copy(update={"embedding": settings.embedding.model_copy(update={"kind": args.embedder})})
+    return settings
+
+
+def _format_usage(report, snapshot, cache_path: str | None) -> str:
+    lines = []
+    if report.llm:
+        lines.append(f"{'LLM step':<12}{'requests':>10}{'cached':>9}{'new':>7}{'retries':>9}{'tokens':>10}")
+        for step, usage in sorted(report.llm.items()):
+            lines.append(
+                f"{step:<12}{usage.requests:>10}{usage.cache_hits:>9}{usage.new_calls:>7}{usage.retries:>9}"
+                f"{usage.prompt_tokens + usage.completion_tokens:>10}"
+            )
+        total = snapshot.total
+        lines.append(f"cost      ${total.cost_usd:.4f} for {total.tokens} tokens in {total.calls} paid calls")
+    if report.embedding is not None:
+        e = report.embedding
+        lines.append(f"embedding {e.requests} texts, {e.cache_hits} from the cache, {e.new_calls} computed")
+    if report.judge_score is not None:
+        lines.append(f"LLM judge {report.judge_score:.3f} over {report.judged} judged answers")
+    lines.append(f"cache     {cache_path}" if cache_path else "cache     in memory for this command (--cache FILE keeps it)")
+    return "\n".join(lines)
 
 
 def _format_report(program: str, report) -> str:
@@ -117,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("program", help="path to the program's .py file")
     check.set_defaults(handler=cmd_check)
 
-    ev = commands.add_parser("eval", help="evaluate one memory program on a task with the offline backend")
+    ev = commands.add_parser("eval", help="evaluate one memory program on a task")
     ev.add_argument("program", help="path to the program's .py file")
     ev.add_argument("--task", choices=["locomo", "synthetic"], default="synthetic")
     ev.add_argument("--limit", type=int, default=None, help="at most N questions, spread over categories")
@@ -133,12 +175,25 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--llm-key-env", default=None, help="NAME of the environment variable holding the key")
     ev.add_argument("--llm-max-tokens", type=int, default=256)
     ev.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per request")
+    ev.add_argument("--llm-config", default=None,
+                    help="YAML of the llm settings: task/toolkit/judge endpoints, embedding, prices, budget")
+    ev.add_argument("--embedder", choices=["minilm", "openai", "hashing"], default=None,
+                    help="override the embedding kind (default minilm: all-MiniLM-L6-v2 on this machine)")
+    ev.add_argument("--cache", default=None, help="SQLite file caching every LLM and embedding call")
     ev.set_defaults(handler=cmd_eval)
+
+    run = commands.add_parser("run", help="search for a better memory program (M*) on Ray")
+    run.add_argument("config", help="run config YAML (see experiments/)")
+    run.add_argument("--address", default=None, help="auto, or ray://HOST:PORT; default: a local Ray sized to this machine")
+    run.add_argument("--run-dir", default=None, help="where the run's files go (default runs/CONFIG-TIMESTAMP)")
+    run.set_defaults(handler=cmd_run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Retries and back-off are reported on stderr as they happen.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.handler(args)
     except ContractError as exc:
@@ -147,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     except EndpointError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ENDPOINT
+    except BudgetExceeded as exc:
+        print(f"stopped: {exc}", file=sys.stderr)
+        return EXIT_BUDGET
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT

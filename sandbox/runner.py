@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 import traceback
 import types
 from typing import Any
@@ -19,6 +20,7 @@ from sandbox import guard, oslayers, wire
 from sandbox.toolkit import Toolkit
 
 PROGRAM_FILENAME = "program.py"
+THREAD_GRACE_S = 0.25
 
 
 def _task_names() -> dict[str, int]:
@@ -92,7 +94,7 @@ class Session:
         except BaseException as exc:  # the program's own error, whatever it raised
             return self.failure("exception", exc)
         result: dict[str, Any] = {"op": "done", "ok": True, "value": value}
-        threads_after = _task_names().get(self.thread_name, 0)
+        threads_after = self._threads_settled(threads_before)
         if threads_after > threads_before:
             result = {
                 "op": "done",
@@ -101,6 +103,17 @@ class Session:
                 "message": f"{threads_after - threads_before} thread(s) started by the program still running after {op}() returned",
             }
         return result
+
+    def _threads_settled(self, before: int) -> int:
+        """Threads carrying the main thread's name, after a short grace: a native thread that the toolkit's
+        libraries start (ChromaDB's runtime) carries our name from its creation until it renames itself,
+        and on a busy machine a check can land in that gap. A program's thread outlives the grace."""
+        deadline = time.monotonic() + THREAD_GRACE_S
+        count = _task_names().get(self.thread_name, 0)
+        while count > before and time.monotonic() < deadline:
+            time.sleep(0.01)
+            count = _task_names().get(self.thread_name, 0)
+        return count
 
     def failure(self, kind: str, exc: BaseException) -> dict[str, Any]:
         return {

@@ -53,6 +53,20 @@ def llm_server() -> Iterator[LlamaServer]:
         yield server
 
 
+# llama_cpp.server has no pooling option and SmolLM2's GGUF declares no pooling type, so without the
+# override /v1/embeddings answers one vector per token (and mis-slices them when a request has several
+# texts); mean pooling (type 1) gives one vector per text.
+EMBEDDING_SERVER_ARGS = ("--embedding", "true", "--kv_overrides", "llama.pooling_type=int:1")
+
+
+@pytest.fixture(scope="session")
+def llm_embedding_server() -> Iterator[LlamaServer]:
+    """A llama.cpp server serving /v1/embeddings (model "smollm2", mean-pooled) for the whole session."""
+    _require_llm_server()
+    with LlamaServer(extra_args=EMBEDDING_SERVER_ARGS) as server:
+        yield server
+
+
 @pytest.fixture
 def llm_server_factory() -> Iterator[Callable[[], LlamaServer]]:
     """Starts private servers that a test may kill; all are stopped afterwards."""

@@ -17,6 +17,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Self
 
@@ -74,6 +75,7 @@ class LlamaServer:
         ready_timeout: float = 60.0,
         n_ctx: int = 2048,
         n_threads: int = 1,
+        extra_args: Sequence[str] = (),
     ) -> None:
         found = Path(gguf) if gguf is not None else find_smollm2_gguf()
         if found is None or not found.is_file():
@@ -82,6 +84,7 @@ class LlamaServer:
         self.ready_timeout = ready_timeout
         self.n_ctx = n_ctx
         self.n_threads = n_threads
+        self.extra_args = list(extra_args)  # further llama_cpp.server options, e.g. ["--embedding", "true"]
         self.model = MODEL_ALIAS
         self.port: int | None = None
         self.process: subprocess.Popen | None = None
@@ -116,6 +119,7 @@ class LlamaServer:
             "--n_ctx", str(self.n_ctx),
             "--n_threads", str(self.n_threads),
             "--logits_all", "false",
+            *self.extra_args,
         ]  # fmt: skip
         started = time.monotonic()
         with open(self.log_path, "wb") as log:

@@ -13,6 +13,8 @@ from mstar_ray.agent.hashing_embedder import HashingEmbedder
 from mstar_ray.agent.llm_backend import LLMBackend
 from mstar_ray.agent.protocol import evaluate
 from mstar_ray.contract import inspect_program
+from mstar_ray.llm.cache import SqliteCache
+from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig
 from mstar_ray.llm.errors import EndpointError
 from mstar_ray.llm.structured import conform
@@ -22,21 +24,22 @@ from tests.conftest import seed_source
 from tests.llm_server import free_port
 
 
-def endpoint_for(server, **overrides) -> ChatEndpoint:
+def client_for(server, cache=None, role: str = "task", **overrides) -> LLMClient:
     config = EndpointConfig(base_url=server.base_url, model=server.model, max_tokens=96, max_retries=1, **overrides)
-    return ChatEndpoint("task", config)
+    return LLMClient(ChatEndpoint(role, config), cache=cache)
 
 
 @pytest.mark.slow
 def test_json_mode_extraction_round_trip(llm_server):
-    backend = LLMBackend(endpoint_for(llm_server))
+    backend = LLMBackend(client_for(llm_server))
     fields = inspect_program(seed_source("vector_search")).schema.knowledge_item
     item = backend.extract_item(
         "Fill the fields from the text.", fields, "[8 May 2023] Caroline: I adopted a puppy called Biscuit today."
     )
     assert conform(item, fields)[1] == []
     assert set(item) == {f.name for f in fields}
-    assert 1 <= backend.stats["calls"] <= 2 and backend.stats["prompt_tokens"] > 0
+    usage = backend.usage()["extract"]
+    assert usage.requests == 1 + backend.stats["json_retries"] and usage.prompt_tokens > 0
 
 
 @pytest.mark.slow
@@ -44,25 +47,28 @@ def test_whole_eval_of_a_seed_through_the_real_server(llm_server):
     full = load_task("synthetic", seed=1)
     texts = full.texts[:6]
     task = Task(name="synthetic/tiny", texts=texts, questions=full.questions[:2])
-    backend = LLMBackend(endpoint_for(llm_server))
+    backend = LLMBackend(client_for(llm_server))
     report = evaluate(seed_source("llm_summarizer"), task, backend, HashingEmbedder())
     assert report.violation is None, report.violation
     assert report.texts_written == len(texts)
     assert report.calls["toolkit_llm"] == 2  # the summariser's one call per read
-    assert backend.stats["calls"] >= len(texts) + 2 * 2 + 2
+    assert report.llm["extract"].requests >= len(texts) and report.llm["toolkit"].requests == 2
+    assert report.llm["answer"].requests == 2
     assert all(0.0 <= r.score <= 1.0 for r in report.results)
 
 
 @pytest.mark.slow
 def test_a_server_killed_mid_run_gives_a_clear_error(llm_server_factory):
     server = llm_server_factory()
-    endpoint = endpoint_for(server)
-    endpoint.probe()
-    assert endpoint.complete([{"role": "user", "content": "Say hi."}], max_tokens=4).text is not None
+    client = client_for(server)
+    client.endpoint.probe()
+    assert client.complete([{"role": "user", "content": "Say hi."}], step="answer", max_tokens=4).text is not None
     server.kill()
     with pytest.raises(EndpointError) as caught:
-        endpoint.complete([{"role": "user", "content": "Say hi."}], max_tokens=4)
-    assert "role 'task'" in str(caught.value) and server.base_url in str(caught.value)
+        client.complete([{"role": "user", "content": "Say hi again."}], step="answer", max_tokens=4)
+    message = str(caught.value)
+    assert "role 'task'" in message and server.base_url in message and "after 2 attempt(s)" in message
+    assert client.usage()["answer"].retries == 1
 
 
 def test_an_unreachable_endpoint_is_named_before_any_evaluation():
@@ -99,8 +105,40 @@ def test_a_server_that_answers_too_slowly_times_out():
         endpoint = ChatEndpoint("task", EndpointConfig(base_url=url, model="m", timeout_s=0.5, max_retries=1))
         started = time.monotonic()
         with pytest.raises(EndpointError) as caught:
-            endpoint.complete([{"role": "user", "content": "hi"}])
-        assert "timed out" in str(caught.value).lower() or "timeout" in str(caught.value).lower()
+            LLMClient(endpoint).complete([{"role": "user", "content": "hi"}], step="answer")
+        assert "timed out after 0.5 s" in str(caught.value) and "after 2 attempt(s)" in str(caught.value)
         assert time.monotonic() - started < 10
     finally:
         server.shutdown()
+
+
+READ_ONLY_CHANGE = (
+    '''        return "\\n\\n".join(docs)[:MAX_CONTEXT_CHARS]''',
+    '''        return "\\n---\\n".join(reversed(docs))[:MAX_CONTEXT_CHARS]''',
+)
+
+
+@pytest.mark.slow
+def test_a_child_that_changed_only_read_costs_no_new_extraction_calls(llm_server, tmp_path):
+    full = load_task("synthetic", seed=2)
+    task = Task(name="synthetic/tiny", texts=full.texts[:5], questions=full.questions[:3])
+    parent = seed_source("vector_search")
+    child = parent.replace(*READ_ONLY_CHANGE)
+    assert child != parent
+    first = evaluate(parent, task, LLMBackend(client_for(llm_server, SqliteCache(tmp_path / "c.sqlite"))), HashingEmbedder())
+    # a fresh client on the same cache file, as a worker on another machine or after a resume would be
+    second = evaluate(child, task, LLMBackend(client_for(llm_server, SqliteCache(tmp_path / "c.sqlite"))), HashingEmbedder())
+    assert first.llm["extract"].new_calls >= 5
+    assert second.llm["extract"].requests == first.llm["extract"].requests
+    assert second.llm["extract"].new_calls == 0 and second.llm["query"].new_calls == 0
+    assert second.llm["answer"].requests == 3
+
+
+@pytest.mark.slow
+def test_the_judge_gives_a_verdict_per_answer(llm_server):
+    from mstar_ray.tasks.judge import Judge
+
+    judge = Judge(client_for(llm_server, role="judge"))
+    verdicts = [judge("Where did Ana move?", "Lisbon", "Lisbon"), judge("Where did Ana move?", "Lisbon", "")]
+    assert verdicts[0] in (0.0, 1.0, None) and verdicts[1] == 0.0
+    assert judge.client.usage()["judge"].requests == 1  # an empty answer is wrong without asking

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from mstar_ray.llm.usage import StepUsage
 from mstar_ray.schema import FieldSpec
 
 
@@ -25,6 +26,9 @@ class AgentBackend(Protocol):
 
     def toolkit_completion(self, messages: list[dict[str, str]]) -> str:
         """Serve one ``toolkit.llm_completion(messages)`` call made by a memory program."""
+
+    def usage(self) -> dict[str, StepUsage]:
+        """Requests so far per step (cumulative; callers take differences)."""
 
 
 class Embedder(Protocol):

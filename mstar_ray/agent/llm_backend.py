@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mstar_ray.llm.endpoint import ChatEndpoint
+from mstar_ray.llm.client import LLMClient
+from mstar_ray.llm.usage import StepUsage
 from mstar_ray.llm.structured import conform, fallback, parse_json_object
 from mstar_ray.schema import FieldSpec
 
@@ -23,24 +24,22 @@ def _schema_lines(fields: list[FieldSpec]) -> str:
 
 class LLMBackend:
     """``AgentBackend`` over OpenAI-compatible endpoints: ``task`` for the protocol's steps, ``toolkit``
-    for the memory program's own ``llm_completion`` calls."""
+    for the memory program's own ``llm_completion`` calls. Requests go through ``LLMClient``s, so they
+    are cached, limited run-wide and accounted for."""
 
-    def __init__(self, task: ChatEndpoint, toolkit: ChatEndpoint | None = None):
+    def __init__(self, task: LLMClient, toolkit: LLMClient | None = None):
         self.task = task
         self.toolkit = toolkit or task
-        self.name = f"llm:{task.config.model}"
-        self.stats: dict[str, int] = {
-            "calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "json_retries": 0, "json_fallbacks": 0,
-        }
+        self.name = f"llm:{task.model}"
+        self.stats: dict[str, int] = {"json_retries": 0, "json_fallbacks": 0}
 
-    def _complete(self, endpoint: ChatEndpoint, messages: list[dict[str, str]], **kwargs: Any) -> str:
-        completion = endpoint.complete(messages, **kwargs)
-        self.stats["calls"] += 1
-        self.stats["prompt_tokens"] += completion.prompt_tokens
-        self.stats["completion_tokens"] += completion.completion_tokens
-        return completion.text
+    def usage(self) -> dict[str, StepUsage]:
+        merged = self.task.usage()
+        if self.toolkit is not self.task:
+            merged.update(self.toolkit.usage())
+        return merged
 
-    def _structured(self, instruction: str, fields: list[FieldSpec], label: str, text: str) -> dict[str, Any]:
+    def _structured(self, step: str, instruction: str, fields: list[FieldSpec], label: str, text: str) -> dict[str, Any]:
         prompt = (
             f"{instruction}\n\nReply with one JSON object with exactly these fields:\n{_schema_lines(fields)}\n\n"
             f"{label}:\n{text}"
@@ -49,7 +48,7 @@ class LLMBackend:
             {"role": "system", "content": "You reply with a single JSON object and nothing else."},
             {"role": "user", "content": prompt},
         ]
-        reply = self._complete(self.task, messages, json_mode=True)
+        reply = self.task.complete(messages, step=step, json_mode=True).text
         conformed, errors = self._read_reply(reply, fields)
         if errors:
             # One corrective retry that shows the model its own reply and what is wrong with it.
@@ -59,7 +58,7 @@ class LLMBackend:
                 {"role": "user", "content": "That reply does not fit the schema: " + "; ".join(errors)
                  + ". Reply again with only the corrected JSON object."},
             ]
-            reply = self._complete(self.task, messages, json_mode=True)
+            reply = self.task.complete(messages, step=step, json_mode=True).text
             conformed, errors = self._read_reply(reply, fields)
         if errors:
             self.stats["json_fallbacks"] += 1
@@ -74,16 +73,17 @@ class LLMBackend:
         return conform(obj, fields)
 
     def extract_item(self, instruction: str, fields: list[FieldSpec], raw_text: str) -> dict[str, Any]:
-        return self._structured(instruction, fields, "Text", raw_text)
+        return self._structured("extract", instruction, fields, "Text", raw_text)
 
     def build_query(self, instruction: str, fields: list[FieldSpec], question: str) -> dict[str, Any]:
-        return self._structured(instruction, fields, "Question", question)
+        return self._structured("query", instruction, fields, "Question", question)
 
     def answer(self, instruction: str, always_on: str, context: str, question: str) -> str:
         parts = [p for p in (always_on.strip(), f"Memory:\n{context}" if context else "Memory: (empty)") if p]
         prompt = "\n\n".join(parts + [instruction, f"Question: {question}\nAnswer:"])
-        reply = self._complete(self.task, [{"role": "user", "content": prompt}], max_tokens=ANSWER_MAX_TOKENS)
+        messages = [{"role": "user", "content": prompt}]
+        reply = self.task.complete(messages, step="answer", max_tokens=ANSWER_MAX_TOKENS).text
         return reply.strip().splitlines()[0].strip() if reply.strip() else ""
 
     def toolkit_completion(self, messages: list[dict[str, str]]) -> str:
-        return self._complete(self.toolkit, messages)
+        return self.toolkit.complete(messages, step="toolkit").text

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mstar_ray.agent import text as tx
+from mstar_ray.llm.usage import StepUsage
 from mstar_ray.schema import FieldSpec
 
 IDK = "I don't know"
@@ -608,3 +609,6 @@ class OfflineBackend:
     def toolkit_completion(self, messages: list[dict[str, str]]) -> str:
         self.calls["toolkit"] += 1
         return toolkit_answer(messages)
+
+    def usage(self) -> dict[str, StepUsage]:
+        return {}  # no model, nothing to cache or pay for

@@ -16,11 +16,15 @@ from pydantic import BaseModel
 
 from mstar_ray.agent.backend import AgentBackend, Embedder
 from mstar_ray.contract import inspect_program
+from mstar_ray.embedding.cached import CachedEmbedder
+from mstar_ray.llm.usage import StepUsage, usage_since
 from mstar_ray.sandbox_host import Outcome, Sandbox, SandboxLimits
+from mstar_ray.tasks.judge import Judge
 from mstar_ray.tasks.model import Question, Task
 from mstar_ray.tasks.scoring import token_f1
 
 MAX_RECORDED_WRITE_ERRORS = 5
+WRITE_EXAMPLE_CHARS = 600
 
 
 class QuestionResult(BaseModel):
@@ -30,6 +34,7 @@ class QuestionResult(BaseModel):
     expected: str
     prediction: str = ""
     score: float = 0.0
+    judge: float | None = None  # 1 correct, 0 wrong, None not judged (no judge, or an unreadable verdict)
     query: dict[str, Any] | None = None
     context: str = ""
     error: str | None = None
@@ -63,9 +68,14 @@ class EvalReport(BaseModel):
     categories: dict[str, CategoryScore]
     results: list[QuestionResult]
     violation: RuntimeViolation | None = None
+    write_example: dict[str, Any] | None = None  # the first stored item and its raw text, for reflection
     write_errors: int = 0
     write_error_examples: list[str] = []
+    judge_score: float | None = None  # mean verdict over the judged questions
+    judged: int = 0
     calls: dict[str, int]
+    llm: dict[str, StepUsage] = {}  # per step: requests, cache hits, retries, tokens (real-LLM backends)
+    embedding: StepUsage | None = None  # texts embedded and cache hits (cached embedders)
     wall_seconds: float
     sandbox: SandboxInfo
 
@@ -97,6 +107,7 @@ def evaluate(
     *,
     limits: SandboxLimits | None = None,
     questions: list[Question] | None = None,
+    judge: Judge | None = None,
 ) -> EvalReport:
     """Run the protocol for ``source`` on ``task`` (or on a subset of its ``questions``).
 
@@ -109,10 +120,14 @@ def evaluate(
         QuestionResult(id=q.id, category=q.category, question=q.question, expected=q.answer) for q in questions
     ]
     started = time.monotonic()
+    llm_before = backend.usage()
+    judge_before = judge.client.usage() if judge else {}
+    embedding_before = embedder.usage() if isinstance(embedder, CachedEmbedder) else None
     embed = _CountingEmbedder(embedder)
     calls = {"extract": 0, "query": 0, "answer": 0, "toolkit_llm": 0}
     violation: RuntimeViolation | None = None
     write_errors: list[str] = []
+    write_example: dict[str, Any] | None = None
     written = 0
 
     def fatal(phase: str, outcome: Outcome) -> RuntimeViolation:
@@ -132,6 +147,8 @@ def evaluate(
                 break
             if outcome.ok:
                 written += 1
+                if write_example is None:
+                    write_example = {"raw_text": text.text[:WRITE_EXAMPLE_CHARS], "item": item}
             else:
                 write_errors.append(f"{text.id}: {outcome.describe()}")
         for result, question in zip(results, questions) if violation is None else []:
@@ -152,6 +169,8 @@ def evaluate(
                 constants["INSTRUCTION_RESPONSE"], constants["ALWAYS_ON_KNOWLEDGE"], result.context, question.question
             )
             result.score = token_f1(result.prediction, question.answer)
+            if judge is not None:
+                result.judge = judge(question.question, question.answer, result.prediction)
         sandbox_info = SandboxInfo(
             layers=sandbox.layers, missing_layers=sandbox.missing_layers, ready_seconds=sandbox.ready_seconds
         )
@@ -160,7 +179,12 @@ def evaluate(
         # The contract: a runtime violation scores the whole program zero.
         for result in results:
             result.score = 0.0
+            result.judge = 0.0 if judge is not None else None
     score, categories = _summarise(results)
+    verdicts = [r.judge for r in results if r.judge is not None]
+    llm_usage = usage_since(backend.usage(), llm_before)
+    if judge is not None:
+        llm_usage.update(usage_since(judge.client.usage(), judge_before))
     return EvalReport(
         task=task.name,
         backend=backend.name,
@@ -170,9 +194,14 @@ def evaluate(
         categories=categories,
         results=results,
         violation=violation,
+        write_example=write_example,
         write_errors=len(write_errors),
         write_error_examples=write_errors[:MAX_RECORDED_WRITE_ERRORS],
+        judge_score=sum(verdicts) / len(verdicts) if verdicts else None,
+        judged=len(verdicts),
         calls={**calls, "embedded_texts": embed.texts},
+        llm=llm_usage,
+        embedding=embedder.usage().minus(embedding_before) if embedding_before is not None else None,
         wall_seconds=time.monotonic() - started,
         sandbox=sandbox_info,
     )

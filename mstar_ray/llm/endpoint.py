@@ -1,8 +1,8 @@
 """One OpenAI-compatible chat endpoint per role, with its key taken from a named environment variable.
 
-Retries (exponential backoff with jitter on 429, 5xx, timeouts and connection errors, honouring
-Retry-After) are the ``openai`` client's own, configured by ``max_retries``; every request carries an
-explicit ``max_tokens`` because an unbounded JSON-mode reply runs to the context limit.
+``ChatEndpoint.send`` makes exactly one attempt; retries, the run-wide limits, the cache and the cost
+ledger wrap it in ``mstar_ray.llm.client``. Every request carries an explicit ``max_tokens`` because an
+unbounded JSON-mode reply runs to the context limit.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import openai
 from pydantic import BaseModel, ConfigDict, Field
 
 from mstar_ray.llm.errors import EndpointError
+from mstar_ray.llm.retry import parse_retry_after
 
 
 class EndpointConfig(BaseModel):
@@ -28,6 +29,13 @@ class EndpointConfig(BaseModel):
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(4, ge=0)
     json_mode: bool = Field(True, description="send response_format=json_object for structured steps")
+    max_concurrency: int | None = Field(None, gt=0, description="requests in flight at once, across the whole run")
+    requests_per_minute: int | None = Field(None, gt=0, description="requests started per minute, across the whole run")
+
+    @property
+    def endpoint_key(self) -> str:
+        """Roles that share a server and model share its limits."""
+        return f"{self.base_url.rstrip('/')}#{self.model}"
 
 
 class Completion(BaseModel):
@@ -35,6 +43,18 @@ class Completion(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    cached: bool = False
+    retries: int = 0
+
+
+class CallFailure(Exception):
+    """One failed attempt, classified for the retry loop."""
+
+    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None, status: int | None = None):
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.status = status
 
 
 class ChatEndpoint:
@@ -49,39 +69,53 @@ class ChatEndpoint:
                     f"role {role!r}: the environment variable {config.api_key_env} (the key for "
                     f"{config.base_url}) is not set"
                 )
-        self._client = openai.OpenAI(
-            base_url=config.base_url, api_key=key, timeout=config.timeout_s, max_retries=config.max_retries
-        )
+        self._client = openai.OpenAI(base_url=config.base_url, api_key=key, timeout=config.timeout_s, max_retries=0)
 
-    def _where(self) -> str:
+    def where(self) -> str:
         key = f" (key from ${self.config.api_key_env})" if self.config.api_key_env else " (no key)"
         return f"role {self.role!r}: {self.config.base_url} model {self.config.model!r}{key}"
 
     def probe(self) -> None:
         """One cheap request before any evaluation, so a dead or unauthorised endpoint stops the run early."""
         try:
-            self._client.with_options(max_retries=0, timeout=min(self.config.timeout_s, 15.0)).models.list()
+            self._client.with_options(timeout=min(self.config.timeout_s, 15.0)).models.list()
         except openai.AuthenticationError as exc:
-            raise EndpointError(f"{self._where()} refused the key: {exc}") from None
+            raise EndpointError(f"{self.where()} refused the key: {exc}") from None
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            raise EndpointError(f"{self._where()} is unreachable: {exc}") from None
+            raise EndpointError(f"{self.where()} is unreachable: {exc}") from None
         except openai.APIStatusError as exc:
-            raise EndpointError(f"{self._where()} answered HTTP {exc.status_code}: {exc}") from None
+            raise EndpointError(f"{self.where()} answered HTTP {exc.status_code}: {exc}") from None
 
-    def complete(self, messages: list[dict[str, str]], *, json_mode: bool = False, max_tokens: int | None = None) -> Completion:
-        request: dict[str, Any] = {
+    def payload(self, messages: list[dict[str, str]], *, json_mode: bool = False, max_tokens: int | None = None) -> dict[str, Any]:
+        """The full request body: what is sent, and what the cache is keyed by."""
+        body: dict[str, Any] = {
             "model": self.config.model,
             "messages": messages,
             "temperature": self.config.temperature,
             "max_tokens": max_tokens or self.config.max_tokens,
         }
         if json_mode and self.config.json_mode:
-            request["response_format"] = {"type": "json_object"}
+            body["response_format"] = {"type": "json_object"}
+        return body
+
+    def send(self, body: dict[str, Any]) -> Completion:
+        """Exactly one attempt. Raises ``CallFailure`` saying whether a retry may help."""
         started = time.monotonic()
         try:
-            response = self._client.chat.completions.create(**request)
+            response = self._client.chat.completions.create(**body)
+        except openai.APITimeoutError:
+            raise CallFailure(f"timed out after {self.config.timeout_s:g} s", retryable=True) from None
+        except openai.APIConnectionError as exc:
+            raise CallFailure(f"connection failed ({exc.__cause__ or exc})", retryable=True) from None
+        except openai.APIStatusError as exc:
+            status = exc.status_code
+            retryable = status in (408, 409, 429) or status >= 500
+            raise CallFailure(
+                f"HTTP {status}: {str(exc)[:300]}", retryable=retryable,
+                retry_after=parse_retry_after(exc.response.headers), status=status,
+            ) from None
         except openai.APIError as exc:
-            raise EndpointError(f"{self._where()} failed after {self.config.max_retries} retries: {exc}") from None
+            raise CallFailure(f"bad reply: {str(exc)[:300]}", retryable=False) from None
         usage = response.usage
         return Completion(
             text=(response.choices[0].message.content or "") if response.choices else "",

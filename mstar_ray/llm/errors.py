@@ -3,3 +3,7 @@
 
 class EndpointError(RuntimeError):
     """An endpoint that cannot be used: says which role, which URL and which key variable."""
+
+
+class BudgetExceeded(RuntimeError):
+    """The run's budget (USD or tokens) is spent: no new paid call is admitted."""

@@ -1,0 +1,41 @@
+"""The evaluator actor: runs the task-agent protocol for one candidate on the questions it is given, the
+candidate's code in a sandbox subprocess, every LLM and embedding call through the run's shared cache
+and gateway. It keeps nothing between jobs that a replacement would miss."""
+
+from __future__ import annotations
+
+import os
+
+import ray
+
+from mstar_ray.agent.protocol import evaluate
+from mstar_ray.llm.cache import CacheStore
+from mstar_ray.llm.governor import Gateway
+from mstar_ray.llm.roles import RoleClients
+from mstar_ray.llm.settings import LLMSettings
+from mstar_ray.sandbox_host import SandboxLimits
+from mstar_ray.search.jobs import EvalJob, EvalOutcome, static_score
+from mstar_ray.tasks.model import Task
+
+
+@ray.remote
+class EvaluatorActor:
+    def __init__(self, settings: LLMSettings, limits: SandboxLimits, cache: CacheStore, gateway: Gateway):
+        self.roles = RoleClients(settings, cache=cache, gateway=gateway)
+        self.limits = limits
+        self.backend = self.roles.backend()
+        self.embedder = self.roles.embedder()
+        self.judge = self.roles.judge()
+
+    def evaluate(self, job: EvalJob) -> EvalOutcome:
+        task = Task(name=job.task_name, texts=job.texts, questions=job.questions)
+        report = evaluate(job.source, task, self.backend, self.embedder, limits=self.limits,
+                          judge=self.judge if job.judge else None)
+        return EvalOutcome(
+            candidate_id=job.candidate_id, purpose=job.purpose, report=report,
+            static_score=static_score(report, job.static_ids),
+            node_id=ray.get_runtime_context().get_node_id(), worker_pid=os.getpid(),
+        )
+
+    def pid(self) -> int:
+        return os.getpid()

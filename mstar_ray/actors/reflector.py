@@ -1,0 +1,31 @@
+"""The reflector actor: turns a reflection request into a checked child (or a discard), with the smoke
+test run in a sandbox here and the reflector model reached through the run's cache and gateway."""
+
+from __future__ import annotations
+
+import ray
+
+from mstar_ray.llm.cache import CacheStore
+from mstar_ray.llm.governor import Gateway
+from mstar_ray.llm.roles import RoleClients
+from mstar_ray.llm.settings import LLMSettings
+from mstar_ray.reflect.reflector import Child, Discard, LLMReflector, OfflineReflector
+from mstar_ray.reflect.request import ReflectionRequest
+from mstar_ray.reflect.smoke import smoke_test
+from mstar_ray.sandbox_host import SandboxLimits
+
+
+@ray.remote
+class ReflectorActor:
+    def __init__(self, kind: str, settings: LLMSettings, limits: SandboxLimits, max_repairs: int,
+                 cache: CacheStore, gateway: Gateway):
+        roles = RoleClients(settings, cache=cache, gateway=gateway)
+        self.embedder = roles.embedder()
+        self.limits = limits
+        if kind == "llm":
+            self.reflector = LLMReflector(roles.client("reflector"), max_repairs=max_repairs)
+        else:
+            self.reflector = OfflineReflector(max_repairs=max_repairs)
+
+    def reflect(self, request: ReflectionRequest) -> Child | Discard:
+        return self.reflector.reflect(request, lambda source: smoke_test(source, self.embedder, self.limits))

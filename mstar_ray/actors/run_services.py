@@ -1,0 +1,98 @@
+"""The run's shared services on a Ray cluster: one cache and one gateway (limits, ledger, budget) for all
+workers, pinned to the driver's node, where the run directory lives.
+
+Both are threaded actors holding thread-safe core objects (``SqliteCache``, ``Governor``); they ask for no
+CPU so they never take a slot an evaluator could use. Workers talk to them through ``RemoteCache`` and
+``RemoteGateway``, which implement the same interfaces as the local objects.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from mstar_ray.llm.cache import SqliteCache
+from mstar_ray.llm.governor import Admission, Governor, UsageSnapshot
+from mstar_ray.llm.ledger import CallRecord
+from mstar_ray.llm.settings import LLMSettings
+
+# Concurrent calls an actor serves; waits happen in the callers, so calls are short.
+SERVICE_THREADS = 32
+
+
+@ray.remote(num_cpus=0, max_concurrency=SERVICE_THREADS)
+class CacheActor:
+    def __init__(self, path: str):
+        self.store = SqliteCache(path)
+
+    def get_many(self, keys: list[str]) -> dict[str, bytes]:
+        return self.store.get_many(keys)
+
+    def put_many(self, items: dict[str, bytes]) -> None:
+        self.store.put_many(items)
+
+    def size(self) -> int:
+        return len(self.store)
+
+
+@ray.remote(num_cpus=0, max_concurrency=SERVICE_THREADS)
+class GatewayActor:
+    def __init__(self, settings: LLMSettings):
+        self.governor = Governor(settings.limits(), settings.prices, settings.budget)
+
+    def admit(self, endpoint: str) -> Admission:
+        return self.governor.admit(endpoint)
+
+    def settle(self, lease: str, call: CallRecord) -> None:
+        self.governor.settle(lease, call)
+
+    def pause(self, endpoint: str, seconds: float) -> None:
+        self.governor.pause(endpoint, seconds)
+
+    def snapshot(self) -> UsageSnapshot:
+        return self.governor.snapshot()
+
+
+class RemoteCache:
+    """``CacheStore`` over the run's ``CacheActor``; picklable, so it travels to any worker."""
+
+    def __init__(self, actor: ray.actor.ActorHandle):
+        self.actor = actor
+
+    def get_many(self, keys: list[str]) -> dict[str, bytes]:
+        return ray.get(self.actor.get_many.remote(keys))
+
+    def put_many(self, items: dict[str, bytes]) -> None:
+        # Waited for, so a worker reads its own writes and a finished evaluation is really cached.
+        ray.get(self.actor.put_many.remote(items))
+
+
+class RemoteGateway:
+    """``Gateway`` over the run's ``GatewayActor``."""
+
+    def __init__(self, actor: ray.actor.ActorHandle):
+        self.actor = actor
+
+    def admit(self, endpoint: str) -> Admission:
+        return ray.get(self.actor.admit.remote(endpoint))
+
+    def settle(self, lease: str, call: CallRecord) -> None:
+        ray.get(self.actor.settle.remote(lease, call))
+
+    def pause(self, endpoint: str, seconds: float) -> None:
+        ray.get(self.actor.pause.remote(endpoint, seconds))
+
+    def snapshot(self) -> UsageSnapshot:
+        return ray.get(self.actor.snapshot.remote())
+
+
+def start_run_services(run_dir: str | Path, settings: LLMSettings) -> tuple[RemoteCache, RemoteGateway]:
+    """Start both services on this (the driver's) node; the cache file is ``RUN_DIR/cache.sqlite``."""
+    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+    path = str(Path(run_dir).resolve() / "cache.sqlite")
+    cache = CacheActor.options(scheduling_strategy=here).remote(path)
+    gateway = GatewayActor.options(scheduling_strategy=here).remote(settings)
+    ray.get([cache.size.remote(), gateway.snapshot.remote()])  # surface a failed start here, not later
+    return RemoteCache(cache), RemoteGateway(gateway)

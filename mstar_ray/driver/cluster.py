@@ -1,0 +1,39 @@
+"""Connecting the driver to Ray: a cluster given by address, or a local Ray sized to this machine."""
+
+from __future__ import annotations
+
+import os
+
+import ray
+
+from mstar_ray.run_config import RunConfig
+
+# One BLAS thread per process: evaluators already fill the cores, and threaded BLAS on a busy machine is
+# measured 4-20x slower (scripts/bench_subsets.py).
+WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def connect(config: RunConfig, address: str | None) -> dict[str, float]:
+    """Start or join Ray; returns the cluster's resources. API keys named in the config travel to remote
+    workers by name (never into sandboxes, which start with a clean environment)."""
+    address = address or config.ray.address
+    env = dict(WORKER_ENV)
+    keys = {c.api_key_env for c in config.llm.endpoints().values() if c.api_key_env}
+    if config.llm.embedding.api_key_env:
+        keys.add(config.llm.embedding.api_key_env)
+    env.update({name: os.environ[name] for name in sorted(keys) if name in os.environ})
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address, runtime_env={"env_vars": env}, log_to_driver=False)
+        else:
+            ray.init(num_cpus=config.ray.num_cpus or os.cpu_count(), include_dashboard=False,
+                     runtime_env={"env_vars": env}, log_to_driver=False)
+    return ray.cluster_resources()
+
+
+def pool_size(wanted: int, per_actor: float, resources: dict[str, float], extra: dict[str, float]) -> int:
+    """How many actors of this kind the cluster can hold at once, at most ``wanted``. A custom resource no
+    node offers yet does not count: an autoscaling cluster adds those nodes when actors ask for them."""
+    fits = [int(resources.get("CPU", 0) // per_actor)] if per_actor > 0 else []
+    fits += [int(resources[name] // amount) for name, amount in extra.items() if amount > 0 and name in resources]
+    return max(1, min([wanted, *fits]))

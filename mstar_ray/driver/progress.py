@@ -1,0 +1,76 @@
+"""Live progress of a search: a refreshing status block on a terminal, plain log lines elsewhere."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from pydantic import BaseModel
+
+
+class ProgressState(BaseModel):
+    evaluated: int = 0  # children evaluated (seeds not counted)
+    target: int | None = None
+    discarded: int = 0
+    violations: int = 0
+    evaluating: int = 0
+    reflecting: int = 0
+    best_score: float | None = None
+    best_seed_score: float | None = None
+    cost_usd: float = 0.0
+    tokens: int = 0
+    cache_hits: int = 0
+    requests: int = 0
+    phase: str = "starting"
+
+
+def _line(state: ProgressState, elapsed: float) -> str:
+    rate = state.evaluated / elapsed * 60 if elapsed > 0 else 0.0
+    eta = ""
+    if state.target and rate > 0:
+        eta = f" · ETA {max(0.0, (state.target - state.evaluated) / rate):.1f} min"
+    best = "-" if state.best_score is None else f"{state.best_score:.3f}"
+    seed = "-" if state.best_seed_score is None else f"{state.best_seed_score:.3f}"
+    target = f"/{state.target}" if state.target else ""
+    hit_rate = f"{state.cache_hits / state.requests:.0%}" if state.requests else "-"
+    return (f"[{state.phase}] candidates {state.evaluated}{target} (discarded {state.discarded}, violations "
+            f"{state.violations}) · in flight: {state.evaluating} eval, {state.reflecting} reflect · best {best} "
+            f"(seeds {seed}) · ${state.cost_usd:.4f}, {state.tokens} tokens, cache {hit_rate} · "
+            f"{rate:.1f}/min{eta} · {elapsed:.0f} s")
+
+
+class Progress:
+    """Redraws one status line in place on a TTY; otherwise prints a line when something changed, at
+    most every ``interval_s`` seconds, so logs stay readable."""
+
+    def __init__(self, stream=None, *, interval_s: float = 5.0):
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.interval_s = interval_s
+        self.started = time.monotonic()
+        self._last_text = ""
+        self._last_time = 0.0
+
+    def update(self, state: ProgressState, *, force: bool = False) -> None:
+        now = time.monotonic()
+        text = _line(state, now - self.started)
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + text)
+            self.stream.flush()
+            return
+        core = text.rsplit(" · ", 1)[0]  # ignore the clock when deciding whether anything changed
+        if force or (core != self._last_text and now - self._last_time >= self.interval_s):
+            print(text, file=self.stream, flush=True)
+            self._last_text, self._last_time = core, now
+
+    def message(self, text: str) -> None:
+        if self.tty:
+            self.stream.write("\r\x1b[2K")
+        print(text, file=self.stream, flush=True)
+
+    def close(self, state: ProgressState) -> None:
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + _line(state, time.monotonic() - self.started) + "\n")
+            self.stream.flush()
+        else:
+            self.update(state, force=True)

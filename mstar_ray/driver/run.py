@@ -1,0 +1,51 @@
+"""``mstar-ray run``: read the config, check every endpoint, start or join Ray, search, report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mstar_ray.driver.progress import Progress
+from mstar_ray.driver.run_dir import RunDir
+from mstar_ray.llm.roles import probe_endpoints
+from mstar_ray.run_config import load_run_config, resolve_seeds
+from mstar_ray.tasks.registry import load_task
+
+
+def run_search(config_path: str, *, run_dir: str, address: str | None) -> int:
+    import ray
+
+    from mstar_ray.driver.cluster import connect
+    from mstar_ray.driver.search import FatalRunError, SearchDriver
+
+    config = load_run_config(config_path)
+    seeds = resolve_seeds(config, config_path)
+    t = config.task
+    task = load_task(t.name, conversation=t.conversation, limit=t.limit, data_path=t.data, seed=t.seed)
+    probe_endpoints(config.llm)  # before anything is started or spent
+    directory = RunDir(run_dir)
+    directory.write_config(config)
+    progress = Progress()
+    resources = connect(config, address)
+    progress.message(f"run directory {directory.path}; Ray: {resources.get('CPU', 0):g} CPUs")
+    driver = SearchDriver(config, seeds, task, directory, progress)
+    try:
+        result = driver.run()
+    except FatalRunError as exc:
+        progress.message(f"error: {exc}\nfinished work is kept in {directory.path}")
+        return 3
+    finally:
+        ray.shutdown()
+    summary = {
+        "best": {"id": result.best.id, "static_score": result.best.score, "origin": result.best.origin,
+                 "commit_message": result.best.commit_message},
+        "best_seed": {"id": result.best_seed.id, "static_score": result.best_seed.score},
+        "test_score": result.test_score, "test_judge": result.test_judge,
+        "candidates_evaluated": result.evaluated, "discarded": result.discarded, "violations": result.violations,
+        "wall_seconds": round(result.wall_s, 1), "stop_reason": result.stop_reason,
+    }
+    directory.write_summary(summary)
+    best_path = Path(directory.path) / "best.py"
+    best_path.write_text(result.best.source, encoding="utf-8")
+    print(json.dumps(summary, indent=1))
+    return 0

@@ -1,0 +1,374 @@
+"""The search driver: owns the population, the split and the budgets, and keeps R reflections and E
+evaluations in flight over ``ray.wait`` (steady state, not lock-step generations).
+
+A reflection starts only while fewer than E children wait for or undergo evaluation, so evaluators stay
+busy without children piling up; with R = E = 1 this is the paper's sequential loop (reflect, evaluate,
+add, reflect...). Every random choice is seeded by (run seed, iteration), never by timing.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.exceptions import RayActorError, RayTaskError
+
+from mstar_ray.actors.evaluator import EvaluatorActor
+from mstar_ray.actors.reflector import ReflectorActor
+from mstar_ray.actors.run_services import RemoteCache, RemoteGateway, start_run_services
+from mstar_ray.driver.cluster import pool_size
+from mstar_ray.driver.progress import Progress, ProgressState
+from mstar_ray.driver.run_dir import RunDir
+from mstar_ray.llm.errors import BudgetExceeded, EndpointError
+from mstar_ray.llm.roles import RoleClients
+from mstar_ray.program_id import program_id
+from mstar_ray.reflect.reflector import Child, Discard
+from mstar_ray.reflect.request import LineageEntry, ReflectionRequest, sample_cases
+from mstar_ray.run_config import RunConfig
+from mstar_ray.search.jobs import EvalJob, EvalOutcome
+from mstar_ray.search.population import Member, Population
+from mstar_ray.search.split import SplitPlan
+from mstar_ray.tasks.model import Task
+
+MAX_DONORS = 6
+WAIT_S = 1.0
+
+
+@dataclass
+class Candidate:
+    """A program on its way to the population."""
+
+    id: str
+    source: str
+    parent: str | None
+    origin: str
+    commit_message: str
+    iteration: int
+    fix_round: int = 0
+
+
+@dataclass
+class Flight:
+    kind: str  # eval | reflect
+    actor: Any
+    payload: Any
+    candidate: Candidate | None = None
+
+
+@dataclass
+class RunResult:
+    best: Member
+    best_seed: Member
+    test_score: float | None
+    test_judge: float | None
+    evaluated: int
+    discarded: int
+    violations: int
+    wall_s: float
+    stop_reason: str
+    population: list[Member] = field(default_factory=list)
+
+
+class FatalRunError(RuntimeError):
+    """The run cannot go on (an endpoint gone after its retries, a broken install); finished work is kept."""
+
+
+class SearchDriver:
+    def __init__(self, config: RunConfig, seeds: list[Path], task: Task, run_dir: RunDir, progress: Progress):
+        self.config = config
+        self.seeds = seeds
+        self.task = task
+        self.run_dir = run_dir
+        self.progress = progress
+        self.population = Population()
+        self.tried: dict[str, list[LineageEntry]] = collections.defaultdict(list)  # by parent id
+        self.seen: set[str] = set()  # every candidate id ever queued: none is evaluated twice
+        self.queue: collections.deque[Candidate] = collections.deque()
+        self.fix_queue: collections.deque[ReflectionRequest] = collections.deque()
+        self.flights: dict[ray.ObjectRef, Flight] = {}
+        self.state = ProgressState(target=config.search.max_candidates)
+        self._fix_rounds: dict[str, tuple[int, str, int]] = {}  # failed child -> (round, its parent, iteration)
+        self.iterations = 0
+        self.stop_reason = ""  # a reason that ends the run (budget spent)
+        self.blocked = ""  # why no new reflection started last time (a budget reached)
+        self.started = time.monotonic()
+
+    # ------------------------------------------------------------------------------------------ set-up
+
+    def _start(self) -> None:
+        cfg = self.config
+        self.cache, self.gateway = start_run_services(self.run_dir.path, cfg.llm)
+        embedder = RoleClients(cfg.llm, cache=self.cache, gateway=self.gateway).embedder()
+        self.progress.message(f"choosing the split with {embedder.name} embeddings ...")
+        self.plan = SplitPlan(self.task, embedder, test_fraction=cfg.split.test_fraction,
+                              static_size=cfg.split.static_size, rotating_size=cfg.split.rotating_size,
+                              train_ratio=cfg.split.train_ratio, seed=cfg.search.seed)
+        self.run_dir.write_split(self.plan.split)
+        self.questions = {q.id: q for q in self.task.questions}
+        texts = {t.id: t for t in self.task.texts}
+        self.train_texts = [texts[i] for i in self.plan.split.train_texts]
+        resources = ray.cluster_resources()
+        evaluators = pool_size(cfg.search.evaluations_in_flight, cfg.ray.evaluator_cpus, resources,
+                               cfg.ray.evaluator_resources)
+        spare = resources.get("CPU", 0) - (0 if cfg.ray.evaluator_resources else evaluators * cfg.ray.evaluator_cpus)
+        reflectors = cfg.search.reflections_in_flight
+        if cfg.ray.reflector_cpus > 0 and spare < reflectors * cfg.ray.reflector_cpus:
+            raise FatalRunError(
+                f"ray.reflector_cpus: {reflectors} reflectors need {reflectors * cfg.ray.reflector_cpus:g} CPUs but only "
+                f"{spare:g} remain beside {evaluators} evaluators; lower it (0 is fine: reflectors mostly wait)")
+        self.evaluators = [self._new_evaluator() for _ in range(evaluators)]
+        self.reflectors = [self._new_reflector() for _ in range(reflectors)]
+        self.idle_evaluators = list(self.evaluators)
+        self.idle_reflectors = list(self.reflectors)
+        split = self.plan.split
+        self.progress.message(
+            f"split: {len(split.static)} static, {cfg.split.rotating_size} rotating per iteration, "
+            f"{len(split.test)} test questions; {len(split.train_texts)} of {len(self.task.texts)} texts written; "
+            f"{len(self.evaluators)} evaluators, {len(self.reflectors)} reflectors")
+
+    def _new_evaluator(self):
+        cfg = self.config
+        return EvaluatorActor.options(
+            num_cpus=cfg.ray.evaluator_cpus, resources=cfg.ray.evaluator_resources,
+            max_restarts=cfg.ray.max_restarts, max_task_retries=cfg.ray.max_restarts,
+        ).remote(cfg.llm, cfg.sandbox, RemoteCache(self.cache.actor), RemoteGateway(self.gateway.actor))
+
+    def _new_reflector(self):
+        cfg = self.config
+        return ReflectorActor.options(
+            num_cpus=cfg.ray.reflector_cpus, max_restarts=cfg.ray.max_restarts, max_task_retries=cfg.ray.max_restarts,
+        ).remote(cfg.search.reflector, cfg.llm, cfg.sandbox, cfg.search.max_repairs,
+                 RemoteCache(self.cache.actor), RemoteGateway(self.gateway.actor))
+
+    # ------------------------------------------------------------------------------------------ the loop
+
+    def run(self) -> RunResult:
+        self._start()
+        for path in self.seeds:
+            source = path.read_text(encoding="utf-8")
+            self._enqueue(Candidate(id=program_id(source), source=source, parent=None, origin="seed",
+                                    commit_message=f"seed {path.stem}", iteration=0))
+        self.state.phase = "searching"
+        while True:
+            self._fill()
+            if not self.flights:
+                break
+            ready, _ = ray.wait(list(self.flights), num_returns=1, timeout=WAIT_S)
+            for ref in ready:
+                self._finish(ref, self.flights.pop(ref))
+            self._refresh()
+        self.stop_reason = self.stop_reason or self.blocked or "no parent could give a valid child"
+        return self._final()
+
+    def _fill(self) -> None:
+        while self.idle_evaluators and self.queue:
+            self._submit_eval(self.queue.popleft(), self.idle_evaluators.pop())
+        while self.idle_reflectors:
+            request = self._next_request()
+            if request is None:
+                break
+            actor = self.idle_reflectors.pop()
+            self.flights[actor.reflect.remote(request)] = Flight("reflect", actor, request)
+
+    def _submit_eval(self, candidate: Candidate, actor) -> None:
+        questions = self.plan.split.static + self.plan.rotating(candidate.iteration)
+        job = EvalJob(candidate_id=candidate.id, source=candidate.source, purpose="search", task_name=self.task.name,
+                      texts=self.train_texts, questions=[self.questions[q] for q in dict.fromkeys(questions)],
+                      static_ids=self.plan.split.static, judge=self.config.search.judge_on == "all")
+        self.flights[actor.evaluate.remote(job)] = Flight("eval", actor, job, candidate)
+
+    def _children_pending(self) -> int:
+        return len(self.queue) + sum(1 for f in self.flights.values() if f.kind == "eval" and f.candidate.origin != "seed")
+
+    def _budget_left(self) -> bool:
+        """Whether a new reflection may start; else remembers which budget stopped it."""
+        cfg = self.config.search
+        reflecting = sum(1 for f in self.flights.values() if f.kind == "reflect")
+        committed = self.state.evaluated + self._children_pending() + reflecting
+        budget = self.gateway.snapshot().stop
+        if budget:
+            self.stop_reason = budget
+        elif cfg.max_candidates is not None and committed >= cfg.max_candidates:
+            self.blocked = f"max_candidates ({cfg.max_candidates}) reached"
+        elif cfg.max_iterations is not None and self.iterations >= cfg.max_iterations:
+            self.blocked = f"max_iterations ({cfg.max_iterations}) reached"
+        elif cfg.max_wall_s is not None and time.monotonic() - self.started >= cfg.max_wall_s:
+            self.blocked = f"max_wall_s ({cfg.max_wall_s:g} s) reached"
+        else:
+            return not self.stop_reason
+        return False
+
+    def _next_request(self) -> ReflectionRequest | None:
+        if self.fix_queue and not self.stop_reason:
+            return self.fix_queue.popleft()
+        seeds_pending = any(f.kind == "eval" and f.candidate.origin == "seed" for f in self.flights.values())
+        if seeds_pending or any(c.origin == "seed" for c in self.queue) or not len(self.population):
+            return None
+        if self._children_pending() >= max(1, len(self.evaluators)) or not self._budget_left():
+            return None
+        self.iterations += 1
+        return self._reflection_request(self.iterations)
+
+    def _reflection_request(self, iteration: int) -> ReflectionRequest:
+        cfg = self.config.search
+        rng = random.Random(f"{cfg.seed}:reflect:{iteration}")
+        parent = self.population.select_parent(rng, cfg.parent_selection, cfg.tau)
+        failures, success = sample_cases(parent.results, rng)
+        donors = [m.source for m in sorted(self.population.members, key=lambda m: -m.score) if m.id != parent.id]
+        return ReflectionRequest(
+            parent_id=parent.id, parent_source=parent.source, parent_score=parent.score,
+            lineage=self._lineage(parent), failures=failures, success=success, write_example=parent.write_example,
+            donors=donors[:MAX_DONORS], known_ids=sorted(self.seen), frozen_code=cfg.frozen_code,
+            frozen_instructions=cfg.frozen_instructions, seed=rng.randrange(2**31),
+        )
+
+    def _lineage(self, parent: Member) -> list[LineageEntry]:
+        entries = []
+        line = [*self.population.ancestors(parent.id), parent]
+        for member in line:
+            before = self.population.get(member.parent).score if member.parent in self.population else None
+            entries.append(LineageEntry(
+                id=member.id, relation="parent" if member is parent else "ancestor", commit_message=member.commit_message,
+                score=member.score, delta=None if before is None else member.score - before))
+        return entries + self.tried[parent.id]
+
+    # ------------------------------------------------------------------------------------------ results
+
+    def _finish(self, ref: ray.ObjectRef, flight: Flight) -> None:
+        pool, idle = ((self.evaluators, self.idle_evaluators) if flight.kind == "eval"
+                      else (self.reflectors, self.idle_reflectors))
+        try:
+            result = ray.get(ref)
+        except RayActorError as exc:
+            # Ray already restarted the actor and retried up to max_restarts times: replace it and re-issue.
+            self.progress.message(f"a {flight.kind} actor died ({type(exc).__name__}); replacing it and re-issuing its work")
+            replacement = self._new_evaluator() if flight.kind == "eval" else self._new_reflector()
+            pool[pool.index(flight.actor)] = replacement
+            if flight.kind == "eval":
+                self.flights[replacement.evaluate.remote(flight.payload)] = Flight("eval", replacement, flight.payload, flight.candidate)
+            else:
+                self.flights[replacement.reflect.remote(flight.payload)] = Flight("reflect", replacement, flight.payload)
+            return
+        except RayTaskError as exc:
+            idle.append(flight.actor)
+            self._task_error(exc, flight)
+            return
+        idle.append(flight.actor)
+        if flight.kind == "eval":
+            self._evaluated(flight.candidate, result)
+        else:
+            self._reflected(flight.payload, result)
+
+    def _task_error(self, exc: RayTaskError, flight: Flight) -> None:
+        cause = exc.as_instanceof_cause() if hasattr(exc, "as_instanceof_cause") else exc
+        if isinstance(cause, BudgetExceeded):
+            self.stop_reason = str(cause)
+            self.progress.message(f"stopping: {cause}; the work in flight is abandoned, nothing half-written")
+            return
+        if isinstance(cause, EndpointError):
+            raise FatalRunError(str(cause)) from None
+        raise FatalRunError(f"a {flight.kind} task failed: {exc}") from None
+
+    def _evaluated(self, candidate: Candidate, outcome: EvalOutcome) -> None:
+        report = outcome.report
+        self.run_dir.write_evaluation(candidate, outcome)
+        if report.violation is not None:
+            self.state.violations += 1
+            v = report.violation
+            self.progress.message(f"{candidate.id} broke the contract during {v.phase}: [{v.kind}] {v.message[:200]}")
+            if candidate.parent is not None:
+                self.tried[candidate.parent].append(LineageEntry(
+                    id=candidate.id, relation="child", commit_message=candidate.commit_message, score=0.0,
+                    delta=-self.population.get(candidate.parent).score, note=f"runtime violation: {v.kind}"))
+            if candidate.origin != "seed":
+                self.state.evaluated += 1
+                self._maybe_fix(candidate, report)
+            return
+        member = Member(id=candidate.id, source=candidate.source, parent=candidate.parent, origin=candidate.origin,
+                        commit_message=candidate.commit_message, iteration=candidate.iteration,
+                        score=outcome.static_score, results=report.results, write_example=report.write_example)
+        self.population.add(member)
+        if candidate.origin == "seed":
+            seeds = [m.score for m in self.population.members if m.origin == "seed"]
+            self.state.best_seed_score = max(seeds)
+        else:
+            self.state.evaluated += 1
+            parent = self.population.get(candidate.parent)
+            self.tried[parent.id].append(LineageEntry(id=member.id, relation="child", commit_message=member.commit_message,
+                                                      score=member.score, delta=member.score - parent.score))
+        self.state.best_score = self.population.best().score
+        self.run_dir.write_population(self.population)
+
+    def _maybe_fix(self, candidate: Candidate, report) -> None:
+        cfg = self.config.search
+        if not cfg.runtime_fix or candidate.fix_round >= cfg.max_repairs or cfg.reflector == "offline":
+            return
+        parent = self.population.get(candidate.parent)
+        v = report.violation
+        self.fix_queue.append(ReflectionRequest(
+            kind="runtime_fix", parent_id=candidate.id, parent_source=candidate.source, parent_score=0.0,
+            violation=f"during {v.phase}: [{v.kind}] {v.message}\n{v.traceback}".strip(),
+            known_ids=sorted(self.seen), frozen_code=cfg.frozen_code, frozen_instructions=cfg.frozen_instructions,
+            seed=candidate.fix_round, lineage=self._lineage(parent),
+        ))
+        self._fix_rounds[candidate.id] = (candidate.fix_round + 1, parent.id, candidate.iteration)
+
+    def _reflected(self, request: ReflectionRequest, result: Child | Discard) -> None:
+        if isinstance(result, Discard):
+            self.state.discarded += 1
+            self.run_dir.write_discard(request, result)
+            self.tried[request.parent_id].append(LineageEntry(
+                id="-", relation="child", commit_message="(no valid child)", note=result.errors[-1][:200] if result.errors else result.reason))
+            return
+        fix = self._fix_rounds.pop(request.parent_id, None) if request.kind == "runtime_fix" else None
+        parent, iteration, fix_round = (fix[1], fix[2], fix[0]) if fix else (request.parent_id, self.iterations, 0)
+        self._enqueue(Candidate(id=result.id, source=result.source, parent=parent,
+                                origin="runtime-fix" if fix else result.origin, commit_message=result.commit_message,
+                                iteration=iteration, fix_round=fix_round))
+
+    def _enqueue(self, candidate: Candidate) -> None:
+        if candidate.id in self.seen:
+            self.progress.message(f"{candidate.id} is identical to a program already queued; not evaluated again")
+            return
+        self.seen.add(candidate.id)
+        self.run_dir.write_program(candidate.id, candidate.source)
+        self.queue.append(candidate)
+
+    def _refresh(self) -> None:
+        snapshot = self.gateway.snapshot()
+        self.state.cost_usd, self.state.tokens = snapshot.total.cost_usd, snapshot.total.tokens
+        self.state.evaluating = sum(1 for f in self.flights.values() if f.kind == "eval")
+        self.state.reflecting = sum(1 for f in self.flights.values() if f.kind == "reflect")
+        self.progress.update(self.state)
+
+    # ------------------------------------------------------------------------------------------ the end
+
+    def _final(self) -> RunResult:
+        if not len(self.population):
+            raise FatalRunError("no seed program could be evaluated without a runtime violation")
+        best = self.population.best()
+        seeds = [m for m in self.population.members if m.origin == "seed"]
+        best_seed = max(seeds, key=lambda m: m.score)
+        test_score = test_judge = None
+        if self.plan.split.test:
+            self.state.phase = "testing the best"
+            self.progress.update(self.state, force=True)
+            job = EvalJob(candidate_id=best.id, source=best.source, purpose="test", task_name=self.task.name,
+                          texts=list(self.task.texts), questions=[self.questions[q] for q in self.plan.split.test],
+                          static_ids=self.plan.split.test, judge=True)
+            outcome: EvalOutcome = ray.get(self.evaluators[0].evaluate.remote(job))
+            self.run_dir.write_evaluation(Candidate(best.id, best.source, best.parent, best.origin, best.commit_message,
+                                                    best.iteration), outcome)
+            test_score, test_judge = outcome.static_score, outcome.report.judge_score
+        self.state.phase = "done"
+        self._refresh()
+        self.progress.close(self.state)
+        return RunResult(best=best, best_seed=best_seed, test_score=test_score, test_judge=test_judge,
+                         evaluated=self.state.evaluated, discarded=self.state.discarded,
+                         violations=self.state.violations, wall_s=time.monotonic() - self.started,
+                         stop_reason=self.stop_reason, population=list(self.population.members))

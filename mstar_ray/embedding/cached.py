@@ -1,0 +1,40 @@
+"""Embeddings cached by content in the run-wide cache: a text is embedded once per model per run,
+whichever worker asks, and the model only ever sees one batch of the texts nobody embedded before."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from mstar_ray.agent.backend import Embedder
+from mstar_ray.llm.cache import CacheStore, MemoryCache, request_key
+from mstar_ray.llm.usage import StepUsage
+
+
+class CachedEmbedder:
+    def __init__(self, inner: Embedder, cache: CacheStore | None = None):
+        self.inner = inner
+        self.cache = cache if cache is not None else MemoryCache()
+        self.name = inner.name
+        self.dim = inner.dim
+        self._lock = threading.Lock()
+        self._usage = StepUsage()
+
+    def usage(self) -> StepUsage:
+        with self._lock:
+            return self._usage.model_copy()
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        keys = [request_key("embedding", {"model": self.name, "input": text}) for text in texts]
+        found = self.cache.get_many(sorted(set(keys)))
+        missing = {key: text for key, text in zip(keys, texts) if key not in found}
+        if missing:
+            vectors = self.inner.embed(list(missing.values()))
+            fresh = {key: np.asarray(vec, dtype=np.float32).tobytes() for key, vec in zip(missing, vectors)}
+            self.cache.put_many(fresh)
+            found.update(fresh)
+        with self._lock:
+            self._usage.requests += len(texts)
+            self._usage.cache_hits += len(texts) - len(missing)
+        return [np.frombuffer(found[key], dtype=np.float32).tolist() for key in keys]

@@ -1,0 +1,131 @@
+"""A chat call as the rest of the system sees it: cache first, then admission by the run-wide gateway,
+one attempt at the endpoint, and retries with backoff on failures that a retry can cure.
+
+Every request is counted by step (extract, query, answer, toolkit, reflect, judge...) so a report can
+say how many calls were new and how many the cache answered.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+
+from mstar_ray.llm.cache import CacheStore, request_key
+from mstar_ray.llm.endpoint import CallFailure, ChatEndpoint, Completion
+from mstar_ray.llm.errors import BudgetExceeded, EndpointError
+from mstar_ray.llm.governor import Gateway, Governor
+from mstar_ray.llm.ledger import CallRecord
+from mstar_ray.llm.retry import RetryPolicy
+from mstar_ray.llm.usage import StepUsage
+
+log = logging.getLogger("mstar_ray.llm")
+
+
+class LLMClient:
+    def __init__(
+        self,
+        endpoint: ChatEndpoint,
+        *,
+        cache: CacheStore | None = None,
+        gateway: Gateway | None = None,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ):
+        self.endpoint = endpoint
+        self.cache = cache
+        self.gateway = gateway or Governor()
+        self.retry = retry or RetryPolicy(max_retries=endpoint.config.max_retries)
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._lock = threading.Lock()
+        self._usage: dict[str, StepUsage] = {}
+
+    @property
+    def role(self) -> str:
+        return self.endpoint.role
+
+    @property
+    def model(self) -> str:
+        return self.endpoint.config.model
+
+    def usage(self) -> dict[str, StepUsage]:
+        with self._lock:
+            return {step: u.model_copy() for step, u in self._usage.items()}
+
+    def complete(
+        self, messages: list[dict[str, str]], *, step: str, json_mode: bool = False, max_tokens: int | None = None
+    ) -> Completion:
+        body = self.endpoint.payload(messages, json_mode=json_mode, max_tokens=max_tokens)
+        key = request_key("chat", body)
+        if self.cache is not None:
+            hit = self.cache.get_many([key]).get(key)
+            if hit is not None:
+                self._count(step, cache_hit=True)
+                return Completion(**json.loads(hit), cached=True)
+        completion = self._send_with_retries(body, step)
+        if self.cache is not None:
+            stored = completion.model_dump(include={"text", "prompt_tokens", "completion_tokens"})
+            self.cache.put_many({key: json.dumps(stored).encode()})
+        return completion
+
+    def _send_with_retries(self, body: dict, step: str) -> Completion:
+        endpoint_key = self.endpoint.config.endpoint_key
+        attempt = 0
+        while True:
+            lease = self._admit(endpoint_key)
+            try:
+                completion = self.endpoint.send(body)
+            except CallFailure as failure:
+                self.gateway.settle(lease, CallRecord(role=self.role, model=self.model, failed=True))
+                self._after_failure(failure, attempt, endpoint_key)
+                attempt += 1
+                self._count(step, retry=True)
+                continue
+            self.gateway.settle(lease, CallRecord(
+                role=self.role, model=self.model, prompt_tokens=completion.prompt_tokens,
+                completion_tokens=completion.completion_tokens, seconds=completion.seconds,
+            ))
+            self._count(step, tokens=(completion.prompt_tokens, completion.completion_tokens))
+            return completion.model_copy(update={"retries": attempt})
+
+    def _admit(self, endpoint_key: str) -> str:
+        while True:
+            admission = self.gateway.admit(endpoint_key)
+            if admission.stop:
+                raise BudgetExceeded(f"{self.endpoint.where()}: {admission.stop}")
+            if admission.lease is not None:
+                return admission.lease
+            self._sleep(admission.wait_s)
+
+    def _after_failure(self, failure: CallFailure, attempt: int, endpoint_key: str) -> None:
+        """Raise when retrying cannot help or the retries are used up; otherwise wait before the next try."""
+        where = self.endpoint.where()
+        if not failure.retryable:
+            raise EndpointError(f"{where} failed: {failure}")
+        if attempt >= self.retry.max_retries:
+            raise EndpointError(f"{where} failed after {attempt + 1} attempt(s): {failure}")
+        if failure.retry_after is not None and failure.retry_after > self.retry.max_retry_after_s:
+            raise EndpointError(f"{where} asked to wait {failure.retry_after:.0f} s (Retry-After), longer than "
+                                f"{self.retry.max_retry_after_s:g} s: {failure}")
+        if failure.retry_after is not None:
+            # Everyone using this endpoint backs off, not only the caller that was told to.
+            self.gateway.pause(endpoint_key, failure.retry_after)
+        delay = self.retry.delay(attempt + 1, failure.retry_after, self._rng)
+        log.warning("%s: %s; retry %d/%d in %.1f s", where, failure, attempt + 1, self.retry.max_retries, delay)
+        self._sleep(delay)
+
+    def _count(self, step: str, *, cache_hit: bool = False, retry: bool = False, tokens: tuple[int, int] = (0, 0)) -> None:
+        with self._lock:
+            usage = self._usage.setdefault(step, StepUsage())
+            if retry:
+                usage.retries += 1
+                return
+            usage.requests += 1
+            usage.cache_hits += int(cache_hit)
+            usage.prompt_tokens += tokens[0]
+            usage.completion_tokens += tokens[1]

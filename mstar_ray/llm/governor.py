@@ -1,0 +1,78 @@
+"""The run-wide admission and accounting point: limits per endpoint plus the cost ledger and budget.
+
+In a single process a ``Governor`` is used directly; on a cluster one lives inside the ``GatewayActor``
+and workers reach it through ``RemoteGateway``, both with the same three calls (``admit``, ``settle``,
+``pause``), so every limit and the budget hold across all actors of the run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Protocol
+
+from pydantic import BaseModel
+
+from mstar_ray.llm.ledger import Budget, CallRecord, Ledger, Price, RoleUsage
+from mstar_ray.llm.limits import EndpointLimit, LimitTable
+
+
+class Admission(BaseModel):
+    lease: str | None = None
+    wait_s: float = 0.0
+    stop: str | None = None  # the budget is spent: do not retry, stop
+
+
+class UsageSnapshot(BaseModel):
+    by_role: dict[str, RoleUsage]
+    total: RoleUsage
+    stop: str | None
+
+
+class Gateway(Protocol):
+    def admit(self, endpoint: str) -> Admission: ...
+
+    def settle(self, lease: str, call: CallRecord) -> None: ...
+
+    def pause(self, endpoint: str, seconds: float) -> None: ...
+
+    def snapshot(self) -> UsageSnapshot: ...
+
+
+class Governor:
+    def __init__(
+        self,
+        limits: dict[str, EndpointLimit] | None = None,
+        prices: dict[str, Price] | None = None,
+        budget: Budget | None = None,
+        *,
+        lease_ttl_s: float = 600.0,
+    ):
+        self._table = LimitTable(limits or {}, lease_ttl_s=lease_ttl_s)
+        self._ledger = Ledger(prices, budget)
+        self._lock = threading.Lock()
+
+    def admit(self, endpoint: str) -> Admission:
+        with self._lock:
+            stop = self._ledger.stop_reason()
+            if stop:
+                return Admission(stop=stop)
+            lease, wait = self._table.try_acquire(endpoint, time.monotonic())
+            return Admission(lease=lease, wait_s=wait)
+
+    def settle(self, lease: str, call: CallRecord) -> None:
+        with self._lock:
+            self._table.release(lease)
+            self._ledger.record(call)
+
+    def pause(self, endpoint: str, seconds: float) -> None:
+        with self._lock:
+            self._table.pause(endpoint, time.monotonic() + seconds)
+
+    def snapshot(self) -> UsageSnapshot:
+        with self._lock:
+            return UsageSnapshot(
+                by_role={k: v.model_copy() for k, v in self._ledger.by_role.items()},
+                total=self._ledger.total(),
+                stop=self._ledger.stop_reason(),
+            )

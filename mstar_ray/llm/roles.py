@@ -1,0 +1,76 @@
+"""Turning the ``llm`` settings into working parts for one process: a client per role sharing the run's
+cache and gateway, the task-agent backend, the judge and the embedder."""
+
+from __future__ import annotations
+
+from mstar_ray.agent.backend import AgentBackend, Embedder
+from mstar_ray.embedding.cached import CachedEmbedder
+from mstar_ray.llm.cache import CacheStore, MemoryCache
+from mstar_ray.llm.governor import Gateway, Governor
+from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings
+from mstar_ray.tasks.judge import Judge
+
+
+def make_embedder(config: EmbeddingConfig) -> Embedder:
+    if config.kind == "hashing":
+        from mstar_ray.agent.hashing_embedder import HashingEmbedder
+
+        return HashingEmbedder()
+    if config.kind == "openai":
+        from mstar_ray.embedding.openai_embeddings import OpenAIEmbedder
+
+        return OpenAIEmbedder(
+            base_url=config.base_url, model=config.model, api_key_env=config.api_key_env,
+            timeout_s=config.timeout_s, batch_size=config.batch_size,
+        )
+    from mstar_ray.embedding.minilm import MiniLMEmbedder
+
+    return MiniLMEmbedder(batch_size=min(config.batch_size, 64))
+
+
+def probe_endpoints(settings: LLMSettings) -> None:
+    """Fail before any evaluation when a configured endpoint is unreachable or refuses its key; the error
+    names the role, the URL and the key variable."""
+    from mstar_ray.llm.endpoint import ChatEndpoint
+
+    for role, config in settings.endpoints().items():
+        ChatEndpoint(role, config).probe()
+    if settings.embedding.kind == "openai":
+        make_embedder(settings.embedding).probe()
+
+
+class RoleClients:
+    def __init__(self, settings: LLMSettings, *, cache: CacheStore | None = None, gateway: Gateway | None = None):
+        self.settings = settings
+        self.cache = cache if cache is not None else MemoryCache()
+        self.gateway = gateway or Governor(settings.limits(), settings.prices, settings.budget)
+        self._clients: dict = {}
+
+    def client(self, role: str):
+        """The role's ``LLMClient``, or ``None`` when the role is not configured."""
+        config = self.settings.endpoints().get(role)
+        if config is None:
+            return None
+        if role not in self._clients:
+            from mstar_ray.llm.client import LLMClient
+            from mstar_ray.llm.endpoint import ChatEndpoint
+
+            self._clients[role] = LLMClient(ChatEndpoint(role, config), cache=self.cache, gateway=self.gateway)
+        return self._clients[role]
+
+    def backend(self) -> AgentBackend:
+        task = self.client("task")
+        if task is None:
+            from mstar_ray.agent.offline import OfflineBackend
+
+            return OfflineBackend()
+        from mstar_ray.agent.llm_backend import LLMBackend
+
+        return LLMBackend(task, self.client("toolkit"))
+
+    def judge(self) -> Judge | None:
+        client = self.client("judge")
+        return Judge(client) if client is not None else None
+
+    def embedder(self) -> CachedEmbedder:
+        return CachedEmbedder(make_embedder(self.settings.embedding), self.cache)

@@ -1,0 +1,71 @@
+"""Which model serves which role, with its limits, prices and the run's budget: the ``llm`` section of a
+config. No role configured means the offline task agent (no network, no key)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from mstar_ray.llm.endpoint import EndpointConfig
+from mstar_ray.llm.ledger import Budget, Price
+from mstar_ray.llm.limits import EndpointLimit
+
+ROLES = ("task", "toolkit", "reflector", "judge")
+
+
+class EmbeddingConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["minilm", "openai", "hashing"] = Field(
+        "minilm", description="minilm: all-MiniLM-L6-v2 on this machine; openai: a /v1/embeddings endpoint; "
+        "hashing: lexical feature hashing (no model)")
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = Field(60.0, gt=0)
+    batch_size: int = Field(64, gt=0)
+
+    @model_validator(mode="after")
+    def _endpoint_given(self) -> EmbeddingConfig:
+        if self.kind == "openai" and not (self.base_url and self.model):
+            raise ValueError("kind 'openai' needs base_url and model")
+        return self
+
+
+class LLMSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    task: EndpointConfig | None = Field(None, description="the task agent; none: the offline backend")
+    toolkit: EndpointConfig | None = Field(None, description="memory programs' llm_completion; default: task")
+    reflector: EndpointConfig | None = None
+    judge: EndpointConfig | None = Field(None, description="LLM-judge scoring; none: token F1 only")
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    prices: dict[str, Price] = Field(default_factory=dict, description="by model name")
+    budget: Budget = Budget()
+
+    @model_validator(mode="after")
+    def _priced_when_budgeted(self) -> LLMSettings:
+        if self.toolkit is not None and self.task is None:
+            raise ValueError("toolkit is set but task is not: the offline task agent answers toolkit calls itself")
+        if self.budget.max_usd is not None:
+            unpriced = sorted({c.model for c in self.endpoints().values()} - set(self.prices))
+            if unpriced:
+                raise ValueError(f"budget.max_usd is set but prices has no entry for model(s) {', '.join(unpriced)}")
+        return self
+
+    def endpoints(self) -> dict[str, EndpointConfig]:
+        """Configured roles; the toolkit falls back to the task agent's endpoint."""
+        found = {role: getattr(self, role) for role in ROLES if getattr(self, role) is not None}
+        if "task" in found and "toolkit" not in found:
+            found["toolkit"] = found["task"]
+        return found
+
+    def limits(self) -> dict[str, EndpointLimit]:
+        """One limit per endpoint (server and model), the strictest any role asks for."""
+        merged: dict[str, EndpointLimit] = {}
+        for config in self.endpoints().values():
+            limit = EndpointLimit(max_concurrency=config.max_concurrency, requests_per_minute=config.requests_per_minute)
+            key = config.endpoint_key
+            merged[key] = merged[key].tighter(limit) if key in merged else limit
+        return merged

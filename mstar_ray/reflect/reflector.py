@@ -1,0 +1,165 @@
+"""From a reflection request to a checked child, or a discard with its reasons.
+
+Both reflectors share one path: a proposal (an LLM reply, or an offline mutation written as a V4A patch)
+is applied to the parent, then checked (the contract, the ablation's frozen parts, novelty, a sandbox
+smoke test). A failure goes back for another attempt with the full error, at most ``max_repairs`` times;
+then the candidate is discarded and the caller logs why.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+from collections.abc import Callable
+from typing import Literal
+
+from pydantic import BaseModel
+
+from mstar_ray.contract import REQUIRED_CONSTANTS, check_source, inspect_program
+from mstar_ray.program_id import program_id
+from mstar_ray.reflect.prompt import reflection_messages, repair_messages
+from mstar_ray.reflect.reply import ReplyError, parse_reply
+from mstar_ray.reflect.request import ReflectionRequest
+from mstar_ray.reflect.v4a import PatchError, apply_patch, make_patch
+
+SmokeTest = Callable[[str], "str | None"]
+REFLECT_MAX_TOKENS = 2048
+
+
+class Child(BaseModel):
+    id: str
+    source: str
+    parent: str
+    origin: str
+    commit_message: str
+    patch: str | None
+    edit_format: Literal["v4a", "file", "mutation"]
+    attempts: int
+    errors: list[str] = []  # of the failed attempts before this one
+    tolerances: list[str] = []  # fixes the tolerant V4A reading had to make
+
+
+class Discard(BaseModel):
+    parent: str
+    reason: str
+    attempts: int
+    errors: list[str]
+
+
+def frozen_violation(parent: str, child: str, *, frozen_code: bool, frozen_instructions: bool) -> str | None:
+    if not (frozen_code or frozen_instructions):
+        return None
+    before, after = inspect_program(parent).constants, inspect_program(child).constants
+    if frozen_instructions and any(before[k] != after[k] for k in REQUIRED_CONSTANTS):
+        return "the instruction constants are frozen in this run: change only the code"
+    if frozen_code and _code_shape(parent) != _code_shape(child):
+        return "the code is frozen in this run: change only the four instruction constants"
+    return None
+
+
+def _code_shape(source: str) -> str:
+    """The program with the instruction constants' values blanked out (and COMMIT_MESSAGE dropped)."""
+    tree = ast.parse(source)
+    body = []
+    for stmt in tree.body:
+        target = stmt.targets[0].id if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name) else None
+        if target == "COMMIT_MESSAGE":
+            continue
+        if target in REQUIRED_CONSTANTS:
+            stmt = ast.Assign(targets=stmt.targets, value=ast.Constant(""), lineno=0)
+        body.append(stmt)
+    return ast.dump(ast.Module(body=body, type_ignores=[]))
+
+
+def check_child(parent: str, child: str, request: ReflectionRequest, smoke: SmokeTest) -> str | None:
+    """The full error a reflector needs to repair ``child``, or ``None`` when it may be evaluated."""
+    if child.strip() == parent.strip():
+        return "the change leaves the program as it was"
+    violations = check_source(child)
+    if violations:
+        return "the program breaks the contract:\n" + "\n".join(f"  {v}" for v in violations)
+    frozen = frozen_violation(parent, child, frozen_code=request.frozen_code, frozen_instructions=request.frozen_instructions)
+    if frozen:
+        return frozen
+    if program_id(child) in set(request.known_ids):
+        return "this exact program was already evaluated: make a different change"
+    return smoke(child)
+
+
+def apply_reply(parent: str, reply_text: str) -> tuple[str, str, str | None, str, list[str]]:
+    """(child source, commit message, patch, edit format, tolerances) from a reflector's reply. A patch
+    the strict V4A reading refuses is read tolerantly; if that fails too, the strict error is raised."""
+    reply = parse_reply(reply_text)
+    if reply.patch is None:
+        return reply.full_source or "", reply.commit_message, None, "file", []
+    try:
+        result = apply_patch(parent, reply.patch)
+    except PatchError as strict:
+        try:
+            result = apply_patch(parent, reply.patch, tolerant=True)
+        except PatchError:
+            raise strict from None
+    return result.source, reply.commit_message, reply.patch, "v4a", list(result.tolerances)
+
+
+class LLMReflector:
+    def __init__(self, client, *, max_repairs: int = 3):
+        self.client = client
+        self.max_repairs = max_repairs
+
+    def reflect(self, request: ReflectionRequest, smoke: SmokeTest) -> Child | Discard:
+        messages = reflection_messages(request)
+        limit = self.max_repairs + 1
+        errors: list[str] = []
+        for attempt in range(1, limit + 1):
+            step = "reflect" if attempt == 1 else "repair"
+            reply = self.client.complete(messages, step=step, max_tokens=REFLECT_MAX_TOKENS).text
+            try:
+                source, message, patch, edit_format, tolerances = apply_reply(request.parent_source, reply)
+                error = check_child(request.parent_source, source, request, smoke)
+            except (ReplyError, PatchError) as exc:
+                error = str(exc)
+            if error is None:
+                return Child(
+                    id=program_id(source), source=source, parent=request.parent_id, origin="reflection",
+                    commit_message=message, patch=patch, edit_format=edit_format, attempts=attempt, errors=errors,
+                    tolerances=tolerances,
+                )
+            errors.append(error)
+            messages = repair_messages(messages, reply, error, attempt, limit)
+        return Discard(parent=request.parent_id, reason=f"no valid child after {limit} attempts", attempts=limit, errors=errors)
+
+
+class OfflineReflector:
+    """No model: a generic program mutation (``mstar_ray.reflect.mutations``), written as a V4A patch and
+    applied through the same path as a model's patch. A failed check is answered with another mutation."""
+
+    def __init__(self, *, max_repairs: int = 3):
+        self.max_repairs = max_repairs
+
+    def reflect(self, request: ReflectionRequest, smoke: SmokeTest) -> Child | Discard:
+        from mstar_ray.reflect.mutations import NoMutation, propose
+
+        limit = self.max_repairs + 1
+        if request.kind == "runtime_fix":
+            return Discard(parent=request.parent_id, reason="the offline reflector cannot fix runtime violations",
+                           attempts=0, errors=[request.violation or ""])
+        rng = random.Random(request.seed)
+        errors: list[str] = []
+        for attempt in range(1, limit + 1):
+            try:
+                mutation = propose(request.parent_source, request.donors, rng, frozen_code=request.frozen_code,
+                                   frozen_instructions=request.frozen_instructions)
+                patch = make_patch(request.parent_source, mutation.source)
+                source = apply_patch(request.parent_source, patch).source
+                error = check_child(request.parent_source, source, request, smoke)
+            except (NoMutation, PatchError) as exc:
+                error = str(exc)
+            if error is None:
+                return Child(
+                    id=program_id(source), source=source, parent=request.parent_id, origin=f"mutation:{mutation.kind}",
+                    commit_message=mutation.description, patch=patch, edit_format="mutation", attempts=attempt,
+                    errors=errors,
+                )
+            errors.append(error)
+        return Discard(parent=request.parent_id, reason=f"no valid child after {limit} attempts", attempts=limit, errors=errors)

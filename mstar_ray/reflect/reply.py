@@ -1,0 +1,137 @@
+"""Reading the reflector's reply: a commit message and a V4A patch, or a whole program as fallback.
+
+Models wrap patches in code fences, write several drafts and label the commit message in many ways;
+this module only finds the pieces. Whether the patch applies is ``mstar_ray.reflect.v4a``'s business.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from mstar_ray.reflect.v4a import BEGIN, END
+
+MAX_COMMIT_CHARS = 200
+
+_FENCE = re.compile(r"^ {0,3}```\s*([\w+.-]*)")
+_PATCH_HEADER = re.compile(r"^\*\*\* (?:Update|Add) File:")
+_COMMIT = re.compile(
+    r"^[\s>#*_-]*(?:commit[ _-]?message|commit)\s*(?:\*\*|__)?\s*:\s*(?:\*\*|__)?\s*(.*)$", re.IGNORECASE
+)
+_PYTHON_INFO = ("python", "py", "python3", "")
+
+
+class ReplyError(ValueError):
+    """A reply with neither a patch nor a whole program; the message says what was expected."""
+
+
+@dataclass(frozen=True)
+class ReflectorReply:
+    commit_message: str
+    patch: str | None  # the last "*** Begin Patch" ... "*** End Patch" block, markers included
+    full_source: str | None  # only when there is no patch: the last ```python block with the program
+
+
+@dataclass(frozen=True)
+class _Span:
+    start: int  # first line: an opening fence or a '*** Begin Patch'
+    end: int  # last line, included: a closing fence (len(lines) if unclosed) or a '*** End Patch'
+    info: str = ""
+
+    def covers(self, i: int) -> bool:
+        return self.start <= i <= self.end
+
+
+def parse_reply(text: str) -> ReflectorReply:
+    lines = text.replace("\r\n", "\n").split("\n")
+    fences = _fences(lines)
+    patches = _patch_spans(lines, fences)
+    patch = full_source = None
+    if patches:
+        block = patches[-1]
+        patch = "\n".join(lines[block.start : block.end + 1]) + "\n"
+    else:
+        block = _program_fence(lines, fences)
+        full_source = "\n".join(lines[block.start + 1 : block.end]) + "\n"
+    return ReflectorReply(_commit_message(lines, fences, patches + [block], block), patch, full_source)
+
+
+def _fences(lines: list[str]) -> list[_Span]:
+    """Fenced blocks; an unclosed one (a reply cut short) runs to the end."""
+    spans, opened, info = [], None, ""
+    for i, line in enumerate(lines):
+        match = _FENCE.match(line)
+        if not match:
+            continue
+        if opened is None:
+            opened, info = i, match.group(1).lower()
+        elif not match.group(1):
+            spans.append(_Span(opened, i, info))
+            opened = None
+    if opened is not None:
+        spans.append(_Span(opened, len(lines), info))
+    return spans
+
+
+def _covering(i: int, spans: list[_Span]) -> _Span | None:
+    return next((span for span in spans if span.covers(i)), None)
+
+
+def _patch_spans(lines: list[str], fences: list[_Span]) -> list[_Span]:
+    spans: list[_Span] = []
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() != BEGIN:
+            i += 1
+            continue
+        fence = _covering(i, fences)
+        # Without an End marker, the patch ends with its fence or with the reply (it was cut short).
+        limit = fence.end if fence else len(lines)
+        ends = [j for j in range(i + 1, limit) if lines[j].strip() == END]
+        end = ends[0] if ends else max(j for j in range(i, limit) if lines[j].strip())
+        spans.append(_Span(i, end))
+        i = end + 1
+    if spans:
+        return spans
+    # A fenced body with a file header but no markers: the tolerant reading of the patch adds them.
+    return [
+        _Span(fence.start + 1, fence.end - 1)
+        for fence in fences
+        if any(_PATCH_HEADER.match(line) for line in lines[fence.start + 1 : fence.end])
+    ]
+
+
+def _program_fence(lines: list[str], fences: list[_Span]) -> _Span:
+    programs = [
+        fence
+        for fence in fences
+        if fence.info in _PYTHON_INFO
+        and any("class KnowledgeBase" in line for line in lines[fence.start + 1 : fence.end])
+    ]
+    if not programs:
+        raise ReplyError(
+            f"the reply holds no V4A patch (a block from a line '{BEGIN}' to a line '{END}') and no whole "
+            "program (a ```python block containing 'class KnowledgeBase'). Reply with a line "
+            "'COMMIT_MESSAGE: <what changes and why>' followed by one V4A patch."
+        )
+    return programs[-1]
+
+
+def _commit_message(lines: list[str], fences: list[_Span], blocks: list[_Span], chosen: _Span) -> str:
+    """A labelled line (the last one before the chosen block, else the first after it), else the
+    first line of prose before the block."""
+    free = [i for i in range(len(lines)) if _covering(i, blocks) is None]
+    labelled = [i for i in free if _COMMIT.match(lines[i])]
+    before = [i for i in labelled if i < chosen.start]
+    if labelled:
+        i = before[-1] if before else labelled[0]
+        message = _clean(_COMMIT.match(lines[i]).group(1))
+        if not message:  # the label on a line of its own: the message follows
+            message = next((_clean(lines[j]) for j in free if j > i and _clean(lines[j])), "")
+        return message[:MAX_COMMIT_CHARS]
+    prose = (_clean(lines[i]) for i in free if i < chosen.start and _covering(i, fences) is None)
+    return next((line for line in prose if line), "")[:MAX_COMMIT_CHARS]
+
+
+def _clean(line: str) -> str:
+    return line.strip().lstrip("#>*-_ ").strip().strip("*_`\"'").strip()

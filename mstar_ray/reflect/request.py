@@ -1,0 +1,70 @@
+"""What a reflector is asked: the wire message from the driver to a reflector actor, and how the driver
+fills it from the population (lineage, failure cases sampled with weight 1 - score, one success case)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from mstar_ray.agent.protocol import QuestionResult
+
+MAX_FAILURES = 3
+CASE_CONTEXT_CHARS = 1200
+
+
+class Case(BaseModel):
+    question: str
+    expected: str
+    prediction: str
+    score: float
+    query: dict[str, Any] | None = None
+    context: str = ""
+    error: str | None = None
+
+
+class LineageEntry(BaseModel):
+    id: str
+    relation: Literal["ancestor", "parent", "child"]
+    commit_message: str
+    score: float | None = None  # None: discarded before evaluation
+    delta: float | None = None  # against the parent of the entry
+    note: str = ""  # e.g. why a child was discarded
+
+
+class ReflectionRequest(BaseModel):
+    kind: Literal["improve", "runtime_fix"] = "improve"
+    parent_id: str
+    parent_source: str
+    parent_score: float
+    lineage: list[LineageEntry] = []
+    failures: list[Case] = []
+    success: Case | None = None
+    write_example: dict[str, Any] | None = None
+    violation: str | None = None  # runtime_fix: what the program did wrong, with its traceback
+    donors: list[str] = []  # other population sources, for crossover by the offline reflector
+    known_ids: list[str] = []  # programs already evaluated: a child equal to one of them is no child
+    frozen_code: bool = False
+    frozen_instructions: bool = False
+    seed: int = 0  # for the offline reflector's random choices
+
+
+def as_case(result: QuestionResult) -> Case:
+    return Case(
+        question=result.question, expected=result.expected, prediction=result.prediction, score=result.score,
+        query=result.query, context=result.context[:CASE_CONTEXT_CHARS], error=result.error,
+    )
+
+
+def sample_cases(results: list[QuestionResult], rng: random.Random) -> tuple[list[Case], Case | None]:
+    """Up to three failures (score < 1) drawn without replacement with weight 1 - score, and the best
+    success (the highest-scoring answer above 0), so the reflector sees what works as well."""
+    failures = [r for r in results if r.score < 1.0]
+    chosen: list[QuestionResult] = []
+    while failures and len(chosen) < MAX_FAILURES:
+        pick = rng.choices(range(len(failures)), weights=[1.0 - r.score for r in failures], k=1)[0]
+        chosen.append(failures.pop(pick))
+    successes = [r for r in results if r.score > 0.0 and r not in chosen]
+    success = max(successes, key=lambda r: r.score) if successes else None
+    return [as_case(r) for r in chosen], as_case(success) if success else None

@@ -1,0 +1,34 @@
+"""The smoke test a child must pass before it is worth an evaluation: load it in a sandbox, write one
+text, read one query. The items are filled without a model and toolkit LLM calls are answered offline:
+this checks that the program runs, not how well it remembers."""
+
+from __future__ import annotations
+
+from mstar_ray.agent.backend import Embedder
+from mstar_ray.agent.offline import toolkit_answer
+from mstar_ray.contract import inspect_program
+from mstar_ray.llm.structured import fallback
+from mstar_ray.sandbox_host import Sandbox, SandboxLimits
+
+SAMPLE_TEXT = "[8 May 2023, 10:15] Caroline: I adopted a puppy called Biscuit today, she is three months old."
+SAMPLE_QUESTION = "What is the name of Caroline's puppy?"
+
+
+def _trace(outcome) -> str:
+    return f"{outcome.describe()}\n{outcome.traceback}".rstrip()
+
+
+def smoke_test(source: str, embedder: Embedder, limits: SandboxLimits | None = None) -> str | None:
+    """``None`` when the program loads, writes and reads; otherwise the full error for the reflector."""
+    schema = inspect_program(source).schema
+    with Sandbox(source, limits=limits, llm=toolkit_answer, embed=embedder.embed) as sandbox:
+        outcome = sandbox.start()
+        if not outcome.ok:
+            return f"smoke test: loading the program failed: {_trace(outcome)}"
+        outcome = sandbox.write(fallback(schema.knowledge_item, SAMPLE_TEXT), SAMPLE_TEXT)
+        if not outcome.ok:
+            return f"smoke test: write() failed: {_trace(outcome)}"
+        outcome = sandbox.read(fallback(schema.query, SAMPLE_QUESTION))
+        if not outcome.ok:
+            return f"smoke test: read() failed: {_trace(outcome)}"
+    return None

@@ -1,0 +1,106 @@
+"""A search's whole configuration, read from YAML (``mstar-ray run CONFIG.yaml``). Unknown keys are
+rejected with the nearest valid key; every error names its key path (``mstar_ray.config_file``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from mstar_ray.config_file import load_yaml
+from mstar_ray.llm.settings import LLMSettings
+from mstar_ray.sandbox_host import SandboxLimits
+
+DEFAULT_SEEDS = ("seeds/vector_search.py", "seeds/llm_summarizer.py", "seeds/experience_learner.py")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TaskConfig(_Section):
+    name: Literal["synthetic", "locomo"] = "synthetic"
+    seed: int = Field(0, description="synthetic: which generated world")
+    conversation: int = Field(0, ge=0, description="locomo: which conversation")
+    data: str | None = Field(None, description="locomo: path to locomo10.json (else $MSTAR_LOCOMO_PATH)")
+    limit: int | None = Field(None, gt=0, description="at most this many questions, spread over categories")
+
+
+class SplitConfig(_Section):
+    test_fraction: float = Field(0.3, gt=0, lt=1, description="held-out questions, per category")
+    static_size: int = Field(12, gt=0, description="validation questions that give the fitness J")
+    rotating_size: int = Field(5, ge=0, description="re-chosen every iteration; failure cases only")
+    train_ratio: float = Field(2.0, gt=0, description="texts written = ratio x static size (facility location)")
+
+
+class SearchConfig(_Section):
+    seeds: list[str] = Field(default_factory=lambda: list(DEFAULT_SEEDS), min_length=1)
+    seed: int = Field(0, description="every random choice of the run derives from it")
+    max_candidates: int | None = Field(20, gt=0, description="children to evaluate (seeds not counted)")
+    max_iterations: int | None = Field(None, gt=0, description="reflections to start")
+    max_wall_s: float | None = Field(None, gt=0)
+    parent_selection: Literal["softmax", "greedy", "chain"] = "softmax"
+    tau: float = Field(0.15, gt=0)
+    frozen_code: bool = False
+    frozen_instructions: bool = False
+    reflections_in_flight: int = Field(1, gt=0, description="R")
+    evaluations_in_flight: int = Field(2, gt=0, description="E")
+    max_repairs: int = Field(3, ge=0)
+    runtime_fix: bool = Field(True, description="send a child that broke the contract at run time back for a fix")
+    reflector: Literal["offline", "llm"] = Field("offline", description="llm: the llm.reflector endpoint")
+    judge_on: Literal["test", "all"] = Field("test", description="where the llm.judge scores (if configured)")
+
+    @model_validator(mode="after")
+    def _some_budget(self) -> SearchConfig:
+        if self.max_candidates is None and self.max_iterations is None and self.max_wall_s is None:
+            raise ValueError("set at least one of max_candidates, max_iterations, max_wall_s")
+        if self.frozen_code and self.frozen_instructions:
+            raise ValueError("frozen_code and frozen_instructions together leave nothing to change")
+        return self
+
+
+class RayConfig(_Section):
+    address: str | None = Field(None, description="auto, ray://HOST:PORT, or none for a local Ray")
+    num_cpus: int | None = Field(None, gt=0, description="local Ray only; default: this machine's CPUs")
+    evaluator_cpus: float = Field(1.0, gt=0, description="an evaluation keeps one sandbox process busy")
+    reflector_cpus: float = Field(0.0, ge=0, description="reflectors mostly wait on a model; their smoke tests are short")
+    evaluator_resources: dict[str, float] = Field(default_factory=dict, description="e.g. {evaluator: 1}")
+    max_restarts: int = Field(3, ge=0, description="per actor; its work is re-issued after a restart")
+
+
+class RunConfig(_Section):
+    task: TaskConfig = TaskConfig()
+    split: SplitConfig = SplitConfig()
+    search: SearchConfig = SearchConfig()
+    llm: LLMSettings = LLMSettings()
+    sandbox: SandboxLimits = SandboxLimits()
+    ray: RayConfig = RayConfig()
+
+    @model_validator(mode="after")
+    def _roles_present(self) -> RunConfig:
+        if self.search.reflector == "llm" and self.llm.reflector is None:
+            raise ValueError("search.reflector is 'llm' but llm.reflector is not configured")
+        return self
+
+
+def load_run_config(path: str | Path) -> RunConfig:
+    config = load_yaml(RunConfig, path)
+    base = Path(path).resolve().parent
+    missing = [s for s in config.search.seeds if not _seed_path(s, base).is_file()]
+    if missing:
+        from mstar_ray.config_file import ConfigError
+
+        raise ConfigError(f"{path}: search.seeds: file(s) not found: {', '.join(missing)}")
+    return config
+
+
+def _seed_path(seed: str, base: Path) -> Path:
+    """Seeds are found relative to the working directory first, then to the config file's folder."""
+    path = Path(seed)
+    return path if path.is_absolute() or path.exists() else base / path
+
+
+def resolve_seeds(config: RunConfig, config_path: str | Path) -> list[Path]:
+    base = Path(config_path).resolve().parent
+    return [_seed_path(s, base).resolve() for s in config.search.seeds]

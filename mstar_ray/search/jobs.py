@@ -1,0 +1,38 @@
+"""The messages between the driver and its actors: small, self-contained, and free of any Ray type, so
+workers need no data files (texts and questions travel with the job) and hold no state of their own."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from mstar_ray.agent.protocol import EvalReport
+from mstar_ray.tasks.model import Question, RawText
+
+
+class EvalJob(BaseModel):
+    candidate_id: str
+    source: str
+    purpose: Literal["search", "test"]
+    task_name: str
+    texts: list[RawText]
+    questions: list[Question]
+    static_ids: list[str]  # the questions whose mean score is the fitness
+    judge: bool = False
+
+
+class EvalOutcome(BaseModel):
+    candidate_id: str
+    purpose: Literal["search", "test"]
+    report: EvalReport
+    static_score: float
+    node_id: str
+    worker_pid: int
+
+
+def static_score(report: EvalReport, static_ids: list[str]) -> float:
+    """Mean score over the static questions; a runtime violation has already zeroed every score."""
+    wanted = set(static_ids)
+    scores = [r.score for r in report.results if r.id in wanted]
+    return sum(scores) / len(scores) if scores else 0.0

@@ -1,0 +1,89 @@
+"""The population: every valid candidate with its static score, append-only, and how a parent is chosen.
+
+Parent selection follows SPEC section 4: softmax over static scores with temperature tau; the paper's
+ablations are the other modes: ``greedy`` always takes the best, ``chain`` (no population) always takes
+the newest member, so the search walks one line of descent.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Literal
+
+from pydantic import BaseModel
+
+from mstar_ray.agent.protocol import QuestionResult
+
+ParentMode = Literal["softmax", "greedy", "chain"]
+
+
+class Member(BaseModel):
+    id: str
+    source: str
+    parent: str | None
+    origin: str  # seed | reflection | mutation:<kind> | ...
+    commit_message: str
+    iteration: int
+    score: float  # mean over the static set: the fitness J
+    results: list[QuestionResult] = []  # static and rotating, for failure and success cases
+    write_example: dict | None = None
+
+
+class Population:
+    def __init__(self) -> None:
+        self.members: list[Member] = []
+        self._by_id: dict[str, Member] = {}
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def __contains__(self, member_id: str) -> bool:
+        return member_id in self._by_id
+
+    def get(self, member_id: str) -> Member:
+        return self._by_id[member_id]
+
+    def add(self, member: Member) -> None:
+        if member.id in self._by_id:
+            raise ValueError(f"candidate {member.id} is already in the population")
+        self.members.append(member)
+        self._by_id[member.id] = member
+
+    def best(self) -> Member:
+        """Highest static score; the earlier member wins a tie, so seeds beat copies of themselves."""
+        if not self.members:
+            raise ValueError("the population is empty")
+        return max(self.members, key=lambda m: (m.score, -self.members.index(m)))
+
+    def select_parent(self, rng: random.Random, mode: ParentMode = "softmax", tau: float = 0.15) -> Member:
+        if not self.members:
+            raise ValueError("the population is empty")
+        if mode == "greedy":
+            return self.best()
+        if mode == "chain":
+            return self.members[-1]
+        weights = softmax_weights([m.score for m in self.members], tau)
+        return rng.choices(self.members, weights=weights, k=1)[0]
+
+    def children_of(self, member_id: str) -> list[Member]:
+        return [m for m in self.members if m.parent == member_id]
+
+    def ancestors(self, member_id: str) -> list[Member]:
+        """From the seed down to the member's parent."""
+        line: list[Member] = []
+        current = self._by_id[member_id].parent
+        while current is not None and current in self._by_id:
+            line.append(self._by_id[current])
+            current = self._by_id[current].parent
+        return list(reversed(line))
+
+
+def softmax_weights(scores: list[float], tau: float) -> list[float]:
+    if tau <= 0:
+        raise ValueError("tau must be positive")
+    top = max(scores)
+    # Shifting by the maximum keeps exp() from overflowing; the distribution is unchanged.
+    raw = [math.exp((s - top) / tau) for s in scores]
+    total = sum(raw)
+    return [r / total for r in raw]

@@ -1,0 +1,96 @@
+"""A scripted OpenAI-compatible HTTP server for the behaviours a real llama.cpp server cannot be made to
+show on demand: 429 storms with Retry-After, error statuses, a fixed latency, and a record of how many
+requests were in flight at once. The client under test is real; only the far end is scripted."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+from collections import deque
+
+
+class ScriptedServer:
+    def __init__(self, *, latency_s: float = 0.0, reply: str = '{"answer": "ok"}'):
+        self.latency_s = latency_s
+        self.reply = reply
+        self.failures: deque[tuple[int, dict[str, str]]] = deque()  # served first, one per request
+        self.requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.started_at: list[float] = []
+        self._lock = threading.Lock()
+        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def fail_next(self, count: int, status: int = 429, headers: dict[str, str] | None = None) -> None:
+        for _ in range(count):
+            self.failures.append((status, headers or {}))
+
+    def __enter__(self) -> ScriptedServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def _handler(self) -> type[http.server.BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _send(self, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802
+                self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length", 0))
+                request = json.loads(self.rfile.read(length) or b"{}")
+                with server._lock:
+                    server.requests += 1
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                    server.started_at.append(time.monotonic())
+                    failure = server.failures.popleft() if server.failures else None
+                try:
+                    time.sleep(server.latency_s)
+                    if failure is not None:
+                        status, headers = failure
+                        self._send(status, {"error": {"message": f"scripted {status}", "type": "scripted"}}, headers)
+                    elif self.path.endswith("/embeddings"):
+                        inputs = request["input"] if isinstance(request["input"], list) else [request["input"]]
+                        data = [{"object": "embedding", "index": i, "embedding": [float(len(t)), 1.0, 0.5]}
+                                for i, t in enumerate(inputs)]
+                        self._send(200, {"object": "list", "data": data, "model": request.get("model")})
+                    else:
+                        self._send(200, {
+                            "id": "c1", "object": "chat.completion", "created": 0, "model": request.get("model"),
+                            "choices": [{"index": 0, "finish_reason": "stop",
+                                         "message": {"role": "assistant", "content": server.reply}}],
+                            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                        })
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+
+        return Handler
