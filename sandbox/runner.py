@@ -8,6 +8,7 @@ Each is answered by exactly one ``{"op": "done", ...}`` frame; while a call runs
 
 from __future__ import annotations
 
+import _thread
 import os
 import socket
 import sys
@@ -21,24 +22,6 @@ from sandbox.toolkit import Toolkit
 
 PROGRAM_FILENAME = "program.py"
 THREAD_GRACE_S = 0.25
-
-
-def _task_names() -> dict[str, int]:
-    """How many threads of this process carry each name (Python threads inherit the main's name)."""
-    counts: dict[str, int] = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/comm") as fh:
-                name = fh.read().strip()
-        except OSError:
-            continue
-        counts[name] = counts.get(name, 0) + 1
-    return counts
-
-
-def _main_thread_name() -> str:
-    with open("/proc/self/comm") as fh:
-        return fh.read().strip()
 
 
 def _program_traceback(exc: BaseException) -> str:
@@ -56,7 +39,6 @@ class Session:
         self.kb: Any = None
         self.classes: dict[str, Any] = {}
         self.toolkit = Toolkit(self.ask, workdir)
-        self.thread_name = _main_thread_name()
 
     # -- channel ---------------------------------------------------------------------------------
 
@@ -73,7 +55,7 @@ class Session:
 
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
         op = message["op"]
-        threads_before = _task_names().get(self.thread_name, 0)
+        threads_before = _thread._count()
         try:
             if op == "load":
                 value = self.load(message["source"])
@@ -105,14 +87,14 @@ class Session:
         return result
 
     def _threads_settled(self, before: int) -> int:
-        """Threads carrying the main thread's name, after a short grace: a native thread that the toolkit's
-        libraries start (ChromaDB's runtime) carries our name from its creation until it renames itself,
-        and on a busy machine a check can land in that gap. A program's thread outlives the grace."""
+        """Python threads still running, after a short grace for one that is just finishing. Only Python
+        threads count: a program cannot start any other kind (no native code), while the toolkit's
+        libraries start native ones of their own (ChromaDB's runtime) whenever they like."""
         deadline = time.monotonic() + THREAD_GRACE_S
-        count = _task_names().get(self.thread_name, 0)
+        count = _thread._count()
         while count > before and time.monotonic() < deadline:
             time.sleep(0.01)
-            count = _task_names().get(self.thread_name, 0)
+            count = _thread._count()
         return count
 
     def failure(self, kind: str, exc: BaseException) -> dict[str, Any]:

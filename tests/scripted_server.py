@@ -16,6 +16,8 @@ class ScriptedServer:
         self.latency_s = latency_s
         self.reply = reply
         self.failures: deque[tuple[int, dict[str, str]]] = deque()  # served first, one per request
+        self.replies: deque[str] = deque()  # chat replies in order; then ``reply`` for ever
+        self.prompts: list[list[dict]] = []  # the messages of every chat request
         self.requests = 0
         self.in_flight = 0
         self.max_in_flight = 0
@@ -72,6 +74,9 @@ class ScriptedServer:
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                     server.started_at.append(time.monotonic())
                     failure = server.failures.popleft() if server.failures else None
+                    if failure is None and "messages" in request:
+                        server.prompts.append(request["messages"])
+                        content = server.replies.popleft() if server.replies else server.reply
                 try:
                     time.sleep(server.latency_s)
                     if failure is not None:
@@ -86,7 +91,7 @@ class ScriptedServer:
                         self._send(200, {
                             "id": "c1", "object": "chat.completion", "created": 0, "model": request.get("model"),
                             "choices": [{"index": 0, "finish_reason": "stop",
-                                         "message": {"role": "assistant", "content": server.reply}}],
+                                         "message": {"role": "assistant", "content": content}}],
                             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
                         })
                 finally:

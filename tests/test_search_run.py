@@ -1,0 +1,128 @@
+"""Whole searches on a real local Ray: the offline reflector, evaluator and reflector pools, the
+population, the budget, the held-out test, and the run directory; an evaluator killed mid-evaluation."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mstar_ray.cli import main
+from tests.conftest import SEEDS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_config(tmp_path: Path, **search) -> str:
+    config = {
+        "task": {"name": "synthetic", "seed": 1},
+        "split": {"static_size": 6, "rotating_size": 2, "train_ratio": 2.0},
+        "search": {"seeds": [str(SEEDS / "vector_search.py"), str(SEEDS / "experience_learner.py")],
+                   "max_candidates": 4, "reflections_in_flight": 2, "evaluations_in_flight": 2, **search},
+        "llm": {"embedding": {"kind": "hashing"}},
+        "ray": {"num_cpus": 2},
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def records(run_dir: Path, name: str) -> list[dict]:
+    path = run_dir / name
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_a_small_search_runs_end_to_end(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert main(["run", write_config(tmp_path), "--run-dir", str(run_dir)]) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    evaluations = records(run_dir, "evaluations.jsonl")
+    search = [e for e in evaluations if e["purpose"] == "search"]
+    ids = [e["candidate"] for e in search]
+    assert len(ids) == len(set(ids))  # none evaluated twice
+    assert sum(e["origin"] == "seed" for e in search) == 2
+    children = [e for e in search if e["origin"] != "seed"]
+    assert summary["candidates_evaluated"] == len(children) == 4
+    assert all(e["parent"] in ids for e in children)
+    assert [e["candidate"] for e in evaluations if e["purpose"] == "test"] == [summary["best"]["id"]]
+    assert summary["best"]["static_score"] >= summary["best_seed"]["static_score"]
+    assert 0.0 <= summary["test_score"] <= 1.0
+    assert (run_dir / "best.py").read_text() == (run_dir / "programs" / f"{summary['best']['id']}.py").read_text()
+    population = json.loads((run_dir / "population.json").read_text())
+    assert {m["id"] for m in population} == {e["candidate"] for e in search if e["violation"] is None}
+    split = json.loads((run_dir / "split.json").read_text())
+    assert len(split["static"]) == 6 and not set(split["static"]) & set(split["test"])
+    assert "max_candidates (4) reached" in summary["stop_reason"]
+
+
+def test_with_one_reflector_and_one_evaluator_the_run_is_repeatable(tmp_path):
+    populations = []
+    for name in ("a", "b"):
+        run_dir = tmp_path / name
+        config = write_config(tmp_path, reflections_in_flight=1, evaluations_in_flight=1, max_candidates=3)
+        assert main(["run", config, "--run-dir", str(run_dir)]) == 0
+        populations.append(json.loads((run_dir / "population.json").read_text()))
+    assert populations[0] == populations[1]
+
+
+def test_a_bad_config_names_the_key_and_starts_nothing(tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"search": {"max_candidate": 3, "tau": 0}}))
+    assert main(["run", str(path), "--run-dir", str(tmp_path / "never")]) == 2
+    err = capsys.readouterr().err
+    assert "search.max_candidate: unknown key; did you mean 'max_candidates'?" in err
+    assert "search.tau" in err
+    assert not (tmp_path / "never").exists()
+
+
+SLOW_WRITES = '''
+def _busy():
+    total = 0
+    for i in range(4_000_000):
+        total += i
+    return total
+'''
+
+
+def test_an_evaluator_killed_mid_evaluation_is_restarted_and_its_work_reissued(tmp_path):
+    import ray
+
+    from mstar_ray.actors.evaluator import EvaluatorActor
+    from mstar_ray.actors.run_services import start_run_services
+    from mstar_ray.llm.settings import LLMSettings
+    from mstar_ray.sandbox_host import SandboxLimits
+    from mstar_ray.search.jobs import EvalJob
+    from mstar_ray.tasks.registry import load_task
+
+    source = (SEEDS / "vector_search.py").read_text().replace("\nclass KnowledgeBase:", SLOW_WRITES + "\nclass KnowledgeBase:")
+    source = source.replace("        pieces = chunk(raw_text, CHUNK_CHARS)", "        _busy()\n        pieces = chunk(raw_text, CHUNK_CHARS)")
+    task = load_task("synthetic", seed=1)
+    settings = LLMSettings(embedding={"kind": "hashing"})
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        cache, gateway = start_run_services(tmp_path, settings)
+        actor = EvaluatorActor.options(max_restarts=2, max_task_retries=2).remote(settings, SandboxLimits(), cache, gateway)
+        first_pid = ray.get(actor.pid.remote())
+        job = EvalJob(candidate_id="slow", source=source, purpose="search", task_name="t", texts=task.texts[:8],
+                      questions=task.questions[:2], static_ids=[q.id for q in task.questions[:2]])
+        pending = actor.evaluate.remote(job)
+        threading.Timer(1.0, os.kill, (first_pid, signal.SIGKILL)).start()
+        outcome = ray.get(pending, timeout=240)
+        assert outcome.worker_pid != first_pid  # finished by the restarted actor
+        assert outcome.report.violation is None and outcome.report.texts_written == 8
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_ray():
+    import ray
+
+    yield
+    if ray.is_initialized():
+        ray.shutdown()
