@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from mstar_ray.agent.backend import Embedder
-from mstar_ray.agent.hashing_embedder import HashingEmbedder
+from mstar_ray.embedding.hashing import HashingEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXTS = [
@@ -89,7 +89,7 @@ def test_sublinear_term_frequency() -> None:
 def test_vectors_are_identical_across_processes_and_hash_seeds() -> None:
     script = (
         "import json\n"
-        "from mstar_ray.agent.hashing_embedder import HashingEmbedder\n"
+        "from mstar_ray.embedding.hashing import HashingEmbedder\n"
         f"vectors = HashingEmbedder().embed({TEXTS!r})\n"
         "print(json.dumps(vectors))\n"
     )

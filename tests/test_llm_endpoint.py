@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from mstar_ray.agent.hashing_embedder import HashingEmbedder
+from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.agent.llm_backend import LLMBackend
 from mstar_ray.agent.protocol import evaluate
 from mstar_ray.contract import inspect_program

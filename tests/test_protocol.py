@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from mstar_ray.agent.hashing_embedder import HashingEmbedder
+from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.agent.offline import OfflineBackend
 from mstar_ray.agent.protocol import evaluate
 from mstar_ray.contract import ContractError

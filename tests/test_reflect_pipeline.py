@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from mstar_ray.agent.hashing_embedder import HashingEmbedder
+from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.agent.protocol import QuestionResult
 from mstar_ray.llm.cache import MemoryCache
 from mstar_ray.llm.client import LLMClient

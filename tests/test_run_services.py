@@ -32,7 +32,7 @@ def on(node_id: str) -> NodeAffinitySchedulingStrategy:
 
 @ray.remote(num_cpus=1)
 def embed_on_a_worker(cache, texts: list[str]) -> tuple[str, int, int]:
-    from mstar_ray.agent.hashing_embedder import HashingEmbedder
+    from mstar_ray.embedding.hashing import HashingEmbedder
     from mstar_ray.embedding.cached import CachedEmbedder
 
     embedder = CachedEmbedder(HashingEmbedder(), cache)

@@ -36,11 +36,15 @@ def run_search(config_path: str, *, run_dir: str, address: str | None) -> int:
         return 3
     finally:
         ray.shutdown()
+    def described(member) -> dict:
+        test = result.tests.get(member.id)
+        return {"id": member.id, "origin": member.origin, "commit_message": member.commit_message,
+                "static_score": member.score, "test_score": test.static_score if test else None,
+                "test_judge": test.report.judge_score if test else None}
+
     summary = {
-        "best": {"id": result.best.id, "static_score": result.best.score, "origin": result.best.origin,
-                 "commit_message": result.best.commit_message},
-        "best_seed": {"id": result.best_seed.id, "static_score": result.best_seed.score},
-        "test_score": result.test_score, "test_judge": result.test_judge,
+        "best": described(result.best),
+        "best_seed": described(result.best_seed),
         "candidates_evaluated": result.evaluated, "discarded": result.discarded, "violations": result.violations,
         "wall_seconds": round(result.wall_s, 1), "stop_reason": result.stop_reason,
     }

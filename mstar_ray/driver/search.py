@@ -64,8 +64,7 @@ class Flight:
 class RunResult:
     best: Member
     best_seed: Member
-    test_score: float | None
-    test_judge: float | None
+    tests: dict[str, EvalOutcome]  # by member id: the best and the best seed on the held-out questions
     evaluated: int
     discarded: int
     violations: int
@@ -348,27 +347,35 @@ class SearchDriver:
 
     # ------------------------------------------------------------------------------------------ the end
 
+    def _test(self, members: list[Member]) -> dict[str, EvalOutcome]:
+        """The held-out test of the best program (and, for comparison, of the best seed), with every
+        text written and the judge scoring when one is configured."""
+        test_ids = self.plan.split.test
+        jobs = {m.id: EvalJob(candidate_id=m.id, source=m.source, purpose="test", task_name=self.task.name,
+                              texts=list(self.task.texts), questions=[self.questions[q] for q in test_ids],
+                              static_ids=test_ids, judge=True) for m in members}
+        refs = {m.id: self.evaluators[i % len(self.evaluators)].evaluate.remote(jobs[m.id]) for i, m in enumerate(members)}
+        outcomes = {member_id: ray.get(ref) for member_id, ref in refs.items()}
+        for m in members:
+            candidate = Candidate(m.id, m.source, m.parent, m.origin, m.commit_message, m.iteration)
+            self.run_dir.write_evaluation(candidate, outcomes[m.id])
+        return outcomes
+
     def _final(self) -> RunResult:
         if not len(self.population):
             raise FatalRunError("no seed program could be evaluated without a runtime violation")
         best = self.population.best()
         seeds = [m for m in self.population.members if m.origin == "seed"]
         best_seed = max(seeds, key=lambda m: m.score)
-        test_score = test_judge = None
-        if self.plan.split.test:
+        tests: dict[str, EvalOutcome] = {}
+        if self.plan.split.test and not self.stop_reason.startswith("budget spent"):
             self.state.phase = "testing the best"
             self.progress.update(self.state, force=True)
-            job = EvalJob(candidate_id=best.id, source=best.source, purpose="test", task_name=self.task.name,
-                          texts=list(self.task.texts), questions=[self.questions[q] for q in self.plan.split.test],
-                          static_ids=self.plan.split.test, judge=True)
-            outcome: EvalOutcome = ray.get(self.evaluators[0].evaluate.remote(job))
-            self.run_dir.write_evaluation(Candidate(best.id, best.source, best.parent, best.origin, best.commit_message,
-                                                    best.iteration), outcome)
-            test_score, test_judge = outcome.static_score, outcome.report.judge_score
+            tests = self._test([best, best_seed] if best_seed.id != best.id else [best])
         self.state.phase = "done"
         self._refresh()
         self.progress.close(self.state)
-        return RunResult(best=best, best_seed=best_seed, test_score=test_score, test_judge=test_judge,
+        return RunResult(best=best, best_seed=best_seed, tests=tests,
                          evaluated=self.state.evaluated, discarded=self.state.discarded,
                          violations=self.state.violations, wall_s=time.monotonic() - self.started,
                          stop_reason=self.stop_reason, population=list(self.population.members))

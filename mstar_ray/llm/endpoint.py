@@ -111,7 +111,7 @@ class ChatEndpoint:
             status = exc.status_code
             retryable = status in (408, 409, 429) or status >= 500
             raise CallFailure(
-                f"HTTP {status}: {str(exc)[:300]}", retryable=retryable,
+                f"HTTP {status}: {_server_message(exc)[:300]}", retryable=retryable,
                 retry_after=parse_retry_after(exc.response.headers), status=status,
             ) from None
         except openai.APIError as exc:
@@ -123,3 +123,13 @@ class ChatEndpoint:
             completion_tokens=usage.completion_tokens if usage else 0,
             seconds=time.monotonic() - started,
         )
+
+
+def _server_message(exc: openai.APIStatusError) -> str:
+    """The server's own words (``{"error": {"message": ...}}``) rather than the client's wrapper text."""
+    body = exc.body
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+    return str(exc)

@@ -13,7 +13,7 @@ from mstar_ray.tasks.judge import Judge
 
 def make_embedder(config: EmbeddingConfig) -> Embedder:
     if config.kind == "hashing":
-        from mstar_ray.agent.hashing_embedder import HashingEmbedder
+        from mstar_ray.embedding.hashing import HashingEmbedder
 
         return HashingEmbedder()
     if config.kind == "openai":
