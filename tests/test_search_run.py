@@ -81,6 +81,28 @@ def test_a_bad_config_names_the_key_and_starts_nothing(tmp_path, capsys):
     assert not (tmp_path / "never").exists()
 
 
+@pytest.mark.slow
+def test_a_search_with_a_real_reflector_model(tmp_path, llm_server):
+    """SmolLM2-135M (2,048-token context here) writes poor patches, and a full reflection prompt may not
+    even fit its context: what matters is that every reply or refusal is checked and accounted for, and
+    the run ends cleanly."""
+    config = yaml.safe_load(Path(write_config(tmp_path, reflector="llm", max_candidates=1, max_iterations=2,
+                                              max_repairs=1, reflections_in_flight=1)).read_text())
+    config["llm"]["reflector"] = {"base_url": llm_server.base_url, "model": llm_server.model, "max_tokens": 160,
+                                  "temperature": 0.7, "json_mode": False}
+    path = tmp_path / "llm.yaml"
+    path.write_text(yaml.safe_dump(config))
+    run_dir = tmp_path / "run"
+    assert main(["run", str(path), "--run-dir", str(run_dir)]) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    discards = records(run_dir, "discards.jsonl")
+    assert summary["candidates_evaluated"] + summary["discarded"] >= 1
+    assert summary["discarded"] == len(discards)
+    assert all(d["errors"] and d["attempts"] <= 2 for d in discards)
+    refused = [d for d in discards if "refused the request" in d["reason"]]
+    assert all("context" in d["reason"] and "role 'reflector'" in d["reason"] for d in refused)
+
+
 SLOW_WRITES = '''
 def _busy():
     total = 0

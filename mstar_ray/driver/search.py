@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +70,6 @@ class RunResult:
     violations: int
     wall_s: float
     stop_reason: str
-    population: list[Member] = field(default_factory=list)
 
 
 class FatalRunError(RuntimeError):
@@ -203,7 +202,7 @@ class SearchDriver:
         return False
 
     def _next_request(self) -> ReflectionRequest | None:
-        if self.fix_queue and not self.stop_reason:
+        if self.fix_queue and self._budget_left():
             return self.fix_queue.popleft()
         seeds_pending = any(f.kind == "eval" and f.candidate.origin == "seed" for f in self.flights.values())
         if seeds_pending or any(c.origin == "seed" for c in self.queue) or not len(self.population):
@@ -276,6 +275,9 @@ class SearchDriver:
     def _evaluated(self, candidate: Candidate, outcome: EvalOutcome) -> None:
         report = outcome.report
         self.run_dir.write_evaluation(candidate, outcome)
+        for usage in [*report.llm.values(), *([report.embedding] if report.embedding else [])]:
+            self.state.requests += usage.requests
+            self.state.cache_hits += usage.cache_hits
         if report.violation is not None:
             self.state.violations += 1
             v = report.violation
@@ -319,6 +321,7 @@ class SearchDriver:
 
     def _reflected(self, request: ReflectionRequest, result: Child | Discard) -> None:
         if isinstance(result, Discard):
+            self._fix_rounds.pop(request.parent_id, None)
             self.state.discarded += 1
             self.run_dir.write_discard(request, result)
             self.tried[request.parent_id].append(LineageEntry(
@@ -338,12 +341,13 @@ class SearchDriver:
         self.run_dir.write_program(candidate.id, candidate.source)
         self.queue.append(candidate)
 
-    def _refresh(self) -> None:
+    def _refresh(self, *, show: bool = True) -> None:
         snapshot = self.gateway.snapshot()
         self.state.cost_usd, self.state.tokens = snapshot.total.cost_usd, snapshot.total.tokens
         self.state.evaluating = sum(1 for f in self.flights.values() if f.kind == "eval")
         self.state.reflecting = sum(1 for f in self.flights.values() if f.kind == "reflect")
-        self.progress.update(self.state)
+        if show:
+            self.progress.update(self.state)
 
     # ------------------------------------------------------------------------------------------ the end
 
@@ -373,9 +377,9 @@ class SearchDriver:
             self.progress.update(self.state, force=True)
             tests = self._test([best, best_seed] if best_seed.id != best.id else [best])
         self.state.phase = "done"
-        self._refresh()
+        self._refresh(show=False)
         self.progress.close(self.state)
         return RunResult(best=best, best_seed=best_seed, tests=tests,
                          evaluated=self.state.evaluated, discarded=self.state.discarded,
                          violations=self.state.violations, wall_s=time.monotonic() - self.started,
-                         stop_reason=self.stop_reason, population=list(self.population.members))
+                         stop_reason=self.stop_reason)

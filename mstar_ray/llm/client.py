@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from mstar_ray.llm.cache import CacheStore, request_key
 from mstar_ray.llm.endpoint import CallFailure, ChatEndpoint, Completion
-from mstar_ray.llm.errors import BudgetExceeded, EndpointError
+from mstar_ray.llm.errors import BudgetExceeded, EndpointError, RequestRefused
 from mstar_ray.llm.governor import Gateway, Governor
 from mstar_ray.llm.ledger import CallRecord
 from mstar_ray.llm.retry import RetryPolicy
@@ -106,7 +106,7 @@ class LLMClient:
         """Raise when retrying cannot help or the retries are used up; otherwise wait before the next try."""
         where = self.endpoint.where()
         if not failure.retryable:
-            raise EndpointError(f"{where} failed: {failure}")
+            raise RequestRefused(f"{where} refused the request: {failure}")
         if attempt >= self.retry.max_retries:
             raise EndpointError(f"{where} failed after {attempt + 1} attempt(s): {failure}")
         if failure.retry_after is not None and failure.retry_after > self.retry.max_retry_after_s:

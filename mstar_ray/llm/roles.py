@@ -3,12 +3,17 @@ cache and gateway, the task-agent backend, the judge and the embedder."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mstar_ray.agent.backend import AgentBackend, Embedder
 from mstar_ray.embedding.cached import CachedEmbedder
 from mstar_ray.llm.cache import CacheStore, MemoryCache
 from mstar_ray.llm.governor import Gateway, Governor
 from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings
 from mstar_ray.tasks.judge import Judge
+
+if TYPE_CHECKING:
+    from mstar_ray.llm.client import LLMClient
 
 
 def make_embedder(config: EmbeddingConfig) -> Embedder:
@@ -44,9 +49,9 @@ class RoleClients:
         self.settings = settings
         self.cache = cache if cache is not None else MemoryCache()
         self.gateway = gateway or Governor(settings.limits(), settings.prices, settings.budget)
-        self._clients: dict = {}
+        self._clients: dict[str, LLMClient] = {}
 
-    def client(self, role: str):
+    def client(self, role: str) -> LLMClient | None:
         """The role's ``LLMClient``, or ``None`` when the role is not configured."""
         config = self.settings.endpoints().get(role)
         if config is None:

@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from mstar_ray.contract import REQUIRED_CONSTANTS, check_source, inspect_program
+from mstar_ray.llm.errors import RequestRefused
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.prompt import reflection_messages, repair_messages
 from mstar_ray.reflect.reply import ReplyError, parse_reply
@@ -23,7 +24,6 @@ from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.reflect.v4a import PatchError, apply_patch, make_patch
 
 SmokeTest = Callable[[str], "str | None"]
-REFLECT_MAX_TOKENS = 2048
 
 
 class Child(BaseModel):
@@ -113,7 +113,12 @@ class LLMReflector:
         errors: list[str] = []
         for attempt in range(1, limit + 1):
             step = "reflect" if attempt == 1 else "repair"
-            reply = self.client.complete(messages, step=step, max_tokens=REFLECT_MAX_TOKENS).text
+            # The reply's length is the reflector endpoint's max_tokens: a patch needs room, set it per model.
+            try:
+                reply = self.client.complete(messages, step=step).text
+            except RequestRefused as refused:
+                # e.g. a prompt longer than a small model's context: this parent cannot be reflected on here
+                return Discard(parent=request.parent_id, reason=str(refused), attempts=attempt, errors=[*errors, str(refused)])
             try:
                 source, message, patch, edit_format, tolerances = apply_reply(request.parent_source, reply)
                 error = check_child(request.parent_source, source, request, smoke)
