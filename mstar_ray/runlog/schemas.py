@@ -1,0 +1,216 @@
+"""The four run-log tables: an Arrow schema each (what is on disk) and a pydantic row model each (the typed
+boundary the driver writes through and ``read_rows`` returns).
+
+Every schema carries ``mstar_ray.schema_version`` and ``mstar_ray.table`` in its metadata, so a log says
+what it is without its file name, and a reader can refuse a log written by a newer version instead of
+misreading it. Bump ``SCHEMA_VERSION`` on any change to a schema.
+
+``candidates.category_scores`` is an Arrow ``map<string, float64>``, not a JSON string: DuckDB reads it as
+a native ``MAP(VARCHAR, DOUBLE)`` (``category_scores['multi-hop']`` is a DOUBLE, no JSON functions),
+pandas gets ``[(category, score), ...]`` per row, or dicts with ``to_pandas(maps_as_pydicts="strict")``,
+and the scores stay float64 instead of text to re-parse; the categories differ per task, which rules out
+a struct. ``results.query`` stays JSON text because a query's shape is the candidate program's own
+dataclass, which differs between candidates of one run.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any, ClassVar, Literal
+
+import pyarrow as pa
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt, field_validator
+
+SCHEMA_VERSION = 1
+VERSION_KEY = b"mstar_ray.schema_version"
+TABLE_KEY = b"mstar_ray.table"
+
+Int32 = Annotated[int, Field(ge=0, le=2**31 - 1)]
+Origin = Annotated[str, Field(pattern=r"^(seed|reflection|runtime-fix|mutation:[A-Za-z0-9_.-]+)$")]
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Row(BaseModel):
+    """A row of one table; ``to_record()`` is the dict ``pyarrow.RecordBatch.from_pylist`` takes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    table: ClassVar[str]
+
+    def to_record(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+class CandidateRow(Row):
+    table: ClassVar[str] = "candidates"
+
+    id: str
+    parent: str | None = None
+    origin: Origin
+    commit_message: str = ""
+    patch: str | None = None
+    edit_format: str | None = None
+    status: Literal["evaluated", "violation", "discarded", "duplicate"]
+    iteration: Int32
+    static_score: float | None = None
+    test_score: float | None = None
+    judge_score: float | None = None
+    category_scores: dict[str, float] = Field(default_factory=dict)
+    violation_kind: str | None = None
+    violation_message: str | None = None
+    wall_seconds: float = 0.0
+    prompt_tokens: NonNegativeInt = 0
+    completion_tokens: NonNegativeInt = 0
+    cost_usd: float = 0.0
+    cache_hits: NonNegativeInt = 0
+    requests: NonNegativeInt = 0
+    worker_pid: Int32 = 0
+    node_id: str = ""
+    finished_at: AwareDatetime = Field(default_factory=_now)
+
+
+class ResultRow(Row):
+    table: ClassVar[str] = "results"
+
+    candidate: str
+    question_id: str
+    split: Literal["static", "rotating", "test"]
+    category: str
+    question: str
+    expected: str
+    prediction: str
+    score: float
+    judge: float | None = None
+    query: str = "{}"
+    context: str = ""
+    latency_s: float = 0.0
+    error: str | None = None
+
+    @field_validator("query")
+    @classmethod
+    def _query_is_json(cls, value: str) -> str:
+        json.loads(value)  # a log that DuckDB's json functions cannot parse is no use later
+        return value
+
+
+class LLMCallRow(Row):
+    table: ClassVar[str] = "llm_calls"
+
+    at: AwareDatetime = Field(default_factory=_now)
+    role: str
+    model: str
+    step: str
+    prompt_tokens: NonNegativeInt = 0
+    completion_tokens: NonNegativeInt = 0
+    latency_s: float = 0.0
+    cache_hit: bool = False
+    cost_usd: float = 0.0
+    retries: Int32 = 0
+    candidate: str | None = None
+
+
+class EventRow(Row):
+    table: ClassVar[str] = "events"
+
+    at: AwareDatetime = Field(default_factory=_now)
+    kind: Literal["submitted", "started", "finished", "failed", "retried", "resumed", "discarded", "stopped"]
+    candidate: str | None = None
+    iteration: Int32 | None = None
+    actor: str | None = None
+    node_id: str | None = None
+    detail: str | None = None
+
+
+def _schema(table: str, *fields: pa.Field) -> pa.Schema:
+    return pa.schema(fields, metadata={VERSION_KEY: str(SCHEMA_VERSION).encode(), TABLE_KEY: table.encode()})
+
+
+def _req(name: str, type_: pa.DataType) -> pa.Field:
+    return pa.field(name, type_, nullable=False)
+
+
+def _opt(name: str, type_: pa.DataType) -> pa.Field:
+    return pa.field(name, type_, nullable=True)
+
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "candidates": _schema(
+        "candidates",
+        _req("id", pa.string()),
+        _opt("parent", pa.string()),
+        _req("origin", pa.string()),
+        _req("commit_message", pa.string()),
+        _opt("patch", pa.string()),
+        _opt("edit_format", pa.string()),
+        _req("status", pa.string()),
+        _req("iteration", pa.int32()),
+        _opt("static_score", pa.float64()),
+        _opt("test_score", pa.float64()),
+        _opt("judge_score", pa.float64()),
+        _req("category_scores", pa.map_(pa.string(), pa.float64())),
+        _opt("violation_kind", pa.string()),
+        _opt("violation_message", pa.string()),
+        _req("wall_seconds", pa.float64()),
+        _req("prompt_tokens", pa.int64()),
+        _req("completion_tokens", pa.int64()),
+        _req("cost_usd", pa.float64()),
+        _req("cache_hits", pa.int64()),
+        _req("requests", pa.int64()),
+        _req("worker_pid", pa.int32()),
+        _req("node_id", pa.string()),
+        _req("finished_at", TIMESTAMP),
+    ),
+    "results": _schema(
+        "results",
+        _req("candidate", pa.string()),
+        _req("question_id", pa.string()),
+        _req("split", pa.string()),
+        _req("category", pa.string()),
+        _req("question", pa.string()),
+        _req("expected", pa.string()),
+        _req("prediction", pa.string()),
+        _req("score", pa.float64()),
+        _opt("judge", pa.float64()),
+        _req("query", pa.string()),
+        _req("context", pa.string()),
+        _req("latency_s", pa.float64()),
+        _opt("error", pa.string()),
+    ),
+    "llm_calls": _schema(
+        "llm_calls",
+        _req("at", TIMESTAMP),
+        _req("role", pa.string()),
+        _req("model", pa.string()),
+        _req("step", pa.string()),
+        _req("prompt_tokens", pa.int64()),
+        _req("completion_tokens", pa.int64()),
+        _req("latency_s", pa.float64()),
+        _req("cache_hit", pa.bool_()),
+        _req("cost_usd", pa.float64()),
+        _req("retries", pa.int32()),
+        _opt("candidate", pa.string()),
+    ),
+    "events": _schema(
+        "events",
+        _req("at", TIMESTAMP),
+        _req("kind", pa.string()),
+        _opt("candidate", pa.string()),
+        _opt("iteration", pa.int32()),
+        _opt("actor", pa.string()),
+        _opt("node_id", pa.string()),
+        _opt("detail", pa.string()),
+    ),
+}
+
+ROWS: dict[str, type[Row]] = {row.table: row for row in (CandidateRow, ResultRow, LLMCallRow, EventRow)}
+
+
+def schema_for(table: str) -> pa.Schema:
+    try:
+        return SCHEMAS[table]
+    except KeyError:
+        raise ValueError(f"unknown run-log table {table!r}; the tables are {sorted(SCHEMAS)}") from None
