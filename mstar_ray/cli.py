@@ -67,7 +67,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from mstar_ray.driver.run import run_search
 
+    if args.resume:
+        return run_search(args.config, run_dir=args.resume, address=args.address, resume=True)
+    if args.config is None:
+        raise ValueError("give a config file (or --resume RUN_DIR)")
     run_dir = args.run_dir or f"runs/{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if (Path(run_dir) / "config.yaml").exists():
+        raise ValueError(f"{run_dir} already holds a run: resume it with --resume {run_dir}, or choose another --run-dir")
     return run_search(args.config, run_dir=run_dir, address=args.address)
 
 
@@ -183,9 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(handler=cmd_eval)
 
     run = commands.add_parser("run", help="search for a better memory program (M*) on Ray")
-    run.add_argument("config", help="run config YAML (see experiments/)")
+    run.add_argument("config", nargs="?", help="run config YAML (see experiments/); with --resume, only its budget may differ")
     run.add_argument("--address", default=None, help="auto, or ray://HOST:PORT; default: a local Ray sized to this machine")
     run.add_argument("--run-dir", default=None, help="where the run's files go (default runs/CONFIG-TIMESTAMP)")
+    run.add_argument("--resume", metavar="RUN_DIR", default=None,
+                     help="continue an interrupted run: re-issue what was in flight, never redo finished work")
     run.set_defaults(handler=cmd_run)
     return parser
 

@@ -32,30 +32,38 @@ def write_config(tmp_path: Path, **search) -> str:
     return str(path)
 
 
-def records(run_dir: Path, name: str) -> list[dict]:
-    path = run_dir / name
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+def table(run_dir: Path, name: str) -> list[dict]:
+    """A run log read with plain pyarrow, as any outside tool would."""
+    import pyarrow.ipc
+
+    return pyarrow.ipc.open_stream(str(run_dir / f"{name}.arrows")).read_all().to_pylist()
+
+
+def discards(run_dir: Path) -> list[dict]:
+    return [json.loads(e["detail"]) for e in table(run_dir, "events") if e["kind"] == "discarded"]
 
 
 def test_a_small_search_runs_end_to_end(tmp_path, capsys):
     run_dir = tmp_path / "run"
     assert main(["run", write_config(tmp_path), "--run-dir", str(run_dir)]) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
-    evaluations = records(run_dir, "evaluations.jsonl")
-    search = [e for e in evaluations if e["purpose"] == "search"]
-    ids = [e["candidate"] for e in search]
+    candidates = table(run_dir, "candidates")
+    ids = [c["id"] for c in candidates if c["status"] != "duplicate"]
     assert len(ids) == len(set(ids))  # none evaluated twice
-    assert sum(e["origin"] == "seed" for e in search) == 2
-    children = [e for e in search if e["origin"] != "seed"]
+    assert sum(c["origin"] == "seed" for c in candidates) == 2
+    children = [c for c in candidates if c["origin"] != "seed" and c["status"] != "duplicate"]
     assert summary["candidates_evaluated"] == len(children) == 4
-    assert all(e["parent"] in ids for e in children)
-    tested = {e["candidate"] for e in evaluations if e["purpose"] == "test"}
+    assert all(c["parent"] in ids and c["patch"].startswith("*** Begin Patch") for c in children)
+    results = table(run_dir, "results")
+    assert {r["split"] for r in results} == {"static", "rotating", "test"}
+    tested = {r["candidate"] for r in results if r["split"] == "test"}
     assert tested == {summary["best"]["id"], summary["best_seed"]["id"]}
     assert summary["best"]["static_score"] >= summary["best_seed"]["static_score"]
     assert 0.0 <= summary["best"]["test_score"] <= 1.0 and 0.0 <= summary["best_seed"]["test_score"] <= 1.0
     assert (run_dir / "best.py").read_text() == (run_dir / "programs" / f"{summary['best']['id']}.py").read_text()
-    population = json.loads((run_dir / "population.json").read_text())
-    assert {m["id"] for m in population} == {e["candidate"] for e in search if e["violation"] is None}
+    events = table(run_dir, "events")
+    finished = [e["candidate"] for e in events if e["kind"] == "finished" and not e["detail"].startswith("test")]
+    assert sorted(finished) == sorted(ids) and events[-1]["kind"] == "stopped"
     split = json.loads((run_dir / "split.json").read_text())
     assert len(split["static"]) == 6 and not set(split["static"]) & set(split["test"])
     assert "max_candidates (4) reached" in summary["stop_reason"]
@@ -67,7 +75,7 @@ def test_with_one_reflector_and_one_evaluator_the_run_is_repeatable(tmp_path):
         run_dir = tmp_path / name
         config = write_config(tmp_path, reflections_in_flight=1, evaluations_in_flight=1, max_candidates=3)
         assert main(["run", config, "--run-dir", str(run_dir)]) == 0
-        populations.append(json.loads((run_dir / "population.json").read_text()))
+        populations.append([(c["id"], c["parent"], c["static_score"]) for c in table(run_dir, "candidates")])
     assert populations[0] == populations[1]
 
 
@@ -95,11 +103,11 @@ def test_a_search_with_a_real_reflector_model(tmp_path, llm_server):
     run_dir = tmp_path / "run"
     assert main(["run", str(path), "--run-dir", str(run_dir)]) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
-    discards = records(run_dir, "discards.jsonl")
+    discarded = discards(run_dir)
     assert summary["candidates_evaluated"] + summary["discarded"] >= 1
-    assert summary["discarded"] == len(discards)
-    assert all(d["errors"] and d["attempts"] <= 2 for d in discards)
-    refused = [d for d in discards if "refused the request" in d["reason"]]
+    assert summary["discarded"] == len(discarded)
+    assert all(d["errors"] and d["attempts"] <= 2 for d in discarded)
+    refused = [d for d in discarded if "refused the request" in d["reason"]]
     assert all("context" in d["reason"] and "role 'reflector'" in d["reason"] for d in refused)
 
 

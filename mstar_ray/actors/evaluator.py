@@ -29,12 +29,13 @@ class EvaluatorActor:
 
     def evaluate(self, job: EvalJob) -> EvalOutcome:
         task = Task(name=job.task_name, texts=job.texts, questions=job.questions)
+        self.roles.drain_calls()  # a retried job starts its own record
         report = evaluate(job.source, task, self.backend, self.embedder, limits=self.limits,
                           judge=self.judge if job.judge else None)
         return EvalOutcome(
             candidate_id=job.candidate_id, purpose=job.purpose, report=report,
             static_score=static_score(report, job.static_ids),
-            node_id=ray.get_runtime_context().get_node_id(), worker_pid=os.getpid(),
+            node_id=ray.get_runtime_context().get_node_id(), worker_pid=os.getpid(), calls=self.roles.drain_calls(),
         )
 
     def pid(self) -> int:

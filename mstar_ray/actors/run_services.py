@@ -15,7 +15,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from mstar_ray.llm.cache import SqliteCache
 from mstar_ray.llm.governor import Admission, Governor, UsageSnapshot
-from mstar_ray.llm.ledger import CallRecord
+from mstar_ray.llm.ledger import CallRecord, RoleUsage
 from mstar_ray.llm.settings import LLMSettings
 
 # Concurrent calls an actor serves; waits happen in the callers, so calls are short.
@@ -54,6 +54,9 @@ class GatewayActor:
     def snapshot(self) -> UsageSnapshot:
         return self.governor.snapshot()
 
+    def restore(self, usage: dict[str, RoleUsage]) -> None:
+        self.governor.restore(usage)
+
 
 class RemoteCache:
     """``CacheStore`` over the run's ``CacheActor``; picklable, so it travels to any worker."""
@@ -86,6 +89,9 @@ class RemoteGateway:
 
     def snapshot(self) -> UsageSnapshot:
         return ray.get(self.actor.snapshot.remote())
+
+    def restore(self, usage: dict[str, RoleUsage]) -> None:
+        ray.get(self.actor.restore.remote(usage))
 
 
 def start_run_services(run_dir: str | Path, settings: LLMSettings) -> tuple[RemoteCache, RemoteGateway]:

@@ -8,18 +8,32 @@ from pathlib import Path
 from mstar_ray.driver.progress import Progress
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.llm.roles import probe_endpoints
+from mstar_ray.runlog import layout
 from mstar_ray.run_config import load_run_config, resolve_seeds
 from mstar_ray.tasks.registry import load_task
 
 
-def run_search(config_path: str, *, run_dir: str, address: str | None) -> int:
+def run_search(config_path: str | None, *, run_dir: str, address: str | None, resume: bool = False) -> int:
     import ray
 
     from mstar_ray.driver.cluster import connect
+    from mstar_ray.driver.resume import merge_resume_config, restore
     from mstar_ray.driver.search import FatalRunError, SearchDriver
 
-    config = load_run_config(config_path)
-    seeds = resolve_seeds(config, config_path)
+    restored = None
+    if resume:
+        stored_path = Path(run_dir) / layout.CONFIG
+        if not stored_path.is_file():
+            raise FileNotFoundError(f"{run_dir} is not a run directory: no {layout.CONFIG}")
+        config = merge_resume_config(load_run_config(stored_path),
+                                     load_run_config(config_path) if config_path else None)
+        seeds = []
+        restored = restore(Path(run_dir))
+    else:
+        if config_path is None:
+            raise ValueError("give a config file, or --resume RUN_DIR")
+        config = load_run_config(config_path)
+        seeds = resolve_seeds(config, config_path)
     t = config.task
     task = load_task(t.name, conversation=t.conversation, limit=t.limit, data_path=t.data, seed=t.seed)
     probe_endpoints(config.llm)  # before anything is started or spent
@@ -30,8 +44,10 @@ def run_search(config_path: str, *, run_dir: str, address: str | None) -> int:
     progress.message(f"run directory {directory.path}; Ray: {resources.get('CPU', 0):g} CPUs")
     driver = SearchDriver(config, seeds, task, directory, progress)
     try:
-        result = driver.run()
+        result = driver.run(restored)
     except FatalRunError as exc:
+        directory.event("stopped", detail=f"error: {exc}")
+        directory.close()
         progress.message(f"error: {exc}\nfinished work is kept in {directory.path}")
         return 3
     finally:
@@ -49,7 +65,7 @@ def run_search(config_path: str, *, run_dir: str, address: str | None) -> int:
         "wall_seconds": round(result.wall_s, 1), "stop_reason": result.stop_reason,
     }
     directory.write_summary(summary)
-    best_path = Path(directory.path) / "best.py"
-    best_path.write_text(result.best.source, encoding="utf-8")
+    directory.write_best(result.best.source)
+    directory.close()
     print(json.dumps(summary, indent=1))
     return 0

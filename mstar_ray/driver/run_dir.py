@@ -1,68 +1,122 @@
-"""The run directory as the driver writes it: the config, the split, every program by its id, every
-evaluation and discard as one JSON line appended when it happens, and the population after each change.
+"""The run directory as the driver writes it (layout: ``mstar_ray.runlog.layout``): the config and the
+split as whole files, every program once by its id, and the four Arrow logs appended as things happen.
 Only the driver writes here; workers return results to it."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel
 
+from mstar_ray.llm.ledger import Price
 from mstar_ray.run_config import RunConfig
+from mstar_ray.runlog import layout
+from mstar_ray.runlog.schemas import CandidateRow, EventRow, LLMCallRow, ResultRow
+from mstar_ray.runlog.sources import store_source
+from mstar_ray.runlog.writer import LogWriter, write_atomic
 
 
 class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path).resolve()
-        (self.path / "programs").mkdir(parents=True, exist_ok=True)
+        (self.path / layout.PROGRAMS).mkdir(parents=True, exist_ok=True)
+        self._logs: dict[str, LogWriter] = {}
+        self.prices: dict[str, Price] = {}
+
+    def _log(self, table: str) -> LogWriter:
+        if table not in self._logs:
+            self._logs[table] = LogWriter(self.path, table)
+        return self._logs[table]
+
+    def close(self) -> None:
+        for writer in self._logs.values():
+            writer.close()
+        self._logs.clear()
 
     def write_config(self, config: RunConfig) -> None:
-        _atomic(self.path / "config.yaml", yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
+        self.prices = dict(config.llm.prices)
+        text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+        write_atomic(self.path / layout.CONFIG, text.encode())
 
-    def write_split(self, split: BaseModel) -> None:
-        _atomic(self.path / "split.json", split.model_dump_json(indent=1))
+    def write_split(self, split) -> None:
+        write_atomic(self.path / layout.SPLIT, split.model_dump_json(indent=1).encode())
 
-    def write_program(self, candidate_id: str, source: str) -> None:
-        path = self.path / "programs" / f"{candidate_id}.py"
-        if not path.exists():
-            _atomic(path, source)
+    def read_split(self):
+        from mstar_ray.search.split import Split
 
-    def write_evaluation(self, candidate, outcome) -> None:
+        return Split.model_validate_json((self.path / layout.SPLIT).read_text())
+
+    def write_program(self, source: str) -> str:
+        return store_source(self.path, source)
+
+    def event(self, kind: str, *, candidate: str | None = None, iteration: int | None = None,
+              actor: str | None = None, node_id: str | None = None, detail: str | None = None) -> None:
+        self._log("events").append(EventRow(kind=kind, candidate=candidate, iteration=iteration, actor=actor,
+                                            node_id=node_id, detail=detail))
+
+    def write_evaluation(self, candidate, outcome, splits: dict[str, str]) -> None:
+        """The candidate's row (search evaluations only: a test is logged as results and an event), its
+        per-question results as one batch, and its LLM calls."""
         report = outcome.report
-        self._append("evaluations.jsonl", {
-            "candidate": candidate.id, "parent": candidate.parent, "origin": candidate.origin,
-            "commit_message": candidate.commit_message, "iteration": candidate.iteration, "purpose": outcome.purpose,
-            "static_score": outcome.static_score, "judge_score": report.judge_score,
-            "violation": report.violation.model_dump() if report.violation else None,
-            "categories": {k: v.model_dump() for k, v in report.categories.items()},
-            "llm": {k: v.model_dump() for k, v in report.llm.items()},
-            "embedding": report.embedding.model_dump() if report.embedding else None,
-            "wall_seconds": report.wall_seconds, "node_id": outcome.node_id, "worker_pid": outcome.worker_pid,
-        })
+        self._log("results").append([
+            ResultRow(candidate=candidate.id, question_id=r.id, split=splits.get(r.id, "static"), category=r.category,
+                      question=r.question, expected=r.expected, prediction=r.prediction, score=r.score, judge=r.judge,
+                      query=json.dumps(r.query if r.query is not None else {}), context=r.context, latency_s=r.seconds,
+                      error=r.error)
+            for r in report.results])
+        if outcome.calls:
+            self._log("llm_calls").append([
+                LLMCallRow(candidate=candidate.id, role=c.role, model=c.model, step=c.step, prompt_tokens=c.prompt_tokens,
+                           completion_tokens=c.completion_tokens, latency_s=c.latency_s, cache_hit=c.cache_hit,
+                           cost_usd=self._cost(c), retries=c.retries)
+                for c in outcome.calls])
+        if outcome.purpose == "test":
+            self.event("finished", candidate=candidate.id, node_id=outcome.node_id, detail=f"test {outcome.static_score:.4f}")
+            return
+        usage = [*report.llm.values(), *([report.embedding] if report.embedding else [])]
+        rotating = [r.score for r in report.results if splits.get(r.id) == "rotating"]
+        violation = report.violation
+        self._log("candidates").append(CandidateRow(
+            id=candidate.id, parent=candidate.parent, origin=candidate.origin, commit_message=candidate.commit_message,
+            patch=candidate.patch, edit_format=candidate.edit_format,
+            status="violation" if violation else "evaluated", iteration=candidate.iteration,
+            static_score=outcome.static_score, judge_score=report.judge_score,
+            rotating_score=sum(rotating) / len(rotating) if rotating else None,
+            category_scores={k: v.score for k, v in report.categories.items()},
+            violation_kind=violation.kind if violation else None, violation_message=violation.message if violation else None,
+            wall_seconds=report.wall_seconds, prompt_tokens=sum(u.prompt_tokens for u in report.llm.values()),
+            completion_tokens=sum(u.completion_tokens for u in report.llm.values()),
+            cost_usd=sum(self._cost(c) for c in outcome.calls), cache_hits=sum(u.cache_hits for u in usage),
+            requests=sum(u.requests for u in usage), worker_pid=outcome.worker_pid, node_id=outcome.node_id,
+            fix_round=candidate.fix_round,
+            write_example=json.dumps(report.write_example) if report.write_example is not None else None,
+        ))
+        self.event("finished", candidate=candidate.id, iteration=candidate.iteration, node_id=outcome.node_id,
+                   detail=f"static {outcome.static_score:.4f}" + (f"; violation {violation.kind}" if violation else ""))
 
-    def write_discard(self, request, discard) -> None:
-        self._append("discards.jsonl", {"parent": request.parent_id, "kind": request.kind, **discard.model_dump()})
+    def write_queued(self, candidate) -> None:
+        """A candidate enters the evaluation queue: everything needed to re-issue it after a crash."""
+        detail = {"parent": candidate.parent, "origin": candidate.origin, "commit_message": candidate.commit_message,
+                  "patch": candidate.patch, "edit_format": candidate.edit_format, "fix_round": candidate.fix_round}
+        self.event("submitted", candidate=candidate.id, iteration=candidate.iteration, detail=json.dumps(detail))
 
-    def write_population(self, population) -> None:
-        rows = [m.model_dump(include={"id", "parent", "origin", "commit_message", "iteration", "score"})
-                for m in population.members]
-        _atomic(self.path / "population.json", json.dumps(rows, indent=1))
+    def write_duplicate(self, candidate) -> None:
+        self._log("candidates").append(CandidateRow(
+            id=candidate.id, parent=candidate.parent, origin=candidate.origin, commit_message=candidate.commit_message,
+            patch=candidate.patch, edit_format=candidate.edit_format, status="duplicate", iteration=candidate.iteration))
+
+    def write_discard(self, request, discard, iteration: int) -> None:
+        detail = json.dumps({"parent": request.parent_id, "kind": request.kind, "reason": discard.reason,
+                             "attempts": discard.attempts, "errors": discard.errors})
+        self.event("discarded", iteration=iteration, detail=detail)
 
     def write_summary(self, summary: dict) -> None:
-        _atomic(self.path / "summary.json", json.dumps(summary, indent=1))
+        write_atomic(self.path / layout.SUMMARY, json.dumps(summary, indent=1).encode())
 
-    def _append(self, name: str, record: dict) -> None:
-        with open(self.path / name, "a", encoding="utf-8") as out:
-            out.write(json.dumps(record) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
+    def write_best(self, source: str) -> None:
+        write_atomic(self.path / layout.BEST, source.encode())
 
-
-def _atomic(path: Path, text: str) -> None:
-    """Write-then-rename: a reader or a crash never sees half a file."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    def _cost(self, call) -> float:
+        price = self.prices.get(call.model)
+        return price.cost(call.prompt_tokens, call.completion_tokens) if price and not call.cache_hit else 0.0

@@ -23,6 +23,7 @@ from mstar_ray.actors.reflector import ReflectorActor
 from mstar_ray.actors.run_services import RemoteCache, RemoteGateway, start_run_services
 from mstar_ray.driver.cluster import pool_size
 from mstar_ray.driver.progress import Progress, ProgressState
+from mstar_ray.driver.resume import Restored
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
 from mstar_ray.llm.roles import RoleClients
@@ -50,6 +51,8 @@ class Candidate:
     commit_message: str
     iteration: int
     fix_round: int = 0
+    patch: str | None = None
+    edit_format: str | None = None
 
 
 @dataclass
@@ -92,13 +95,37 @@ class SearchDriver:
         self.state = ProgressState(target=config.search.max_candidates)
         self._fix_rounds: dict[str, tuple[int, str, int]] = {}  # failed child -> (round, its parent, iteration)
         self.iterations = 0
+        self.redo: collections.deque[int] = collections.deque()
         self.stop_reason = ""  # a reason that ends the run (budget spent)
         self.blocked = ""  # why no new reflection started last time (a budget reached)
         self.started = time.monotonic()
 
     # ------------------------------------------------------------------------------------------ set-up
 
-    def _start(self) -> None:
+    def _restore(self, restored: Restored) -> None:
+        for member in restored.members:
+            self.population.add(member)
+        self.tried.update(restored.tried)
+        self.seen = set(restored.seen)
+        self.iterations = restored.iterations
+        self.redo = collections.deque(restored.reflections)
+        for q in restored.queue:
+            self.queue.append(Candidate(id=q.id, source=q.source, parent=q.parent, origin=q.origin,
+                                        commit_message=q.commit_message, iteration=q.iteration, fix_round=q.fix_round,
+                                        patch=q.patch, edit_format=q.edit_format))
+        self.gateway.restore(restored.usage)
+        self.state.evaluated, self.state.discarded = restored.evaluated, restored.discarded
+        self.state.violations = restored.violations
+        if len(self.population):
+            self.state.best_score = self.population.best().score
+            seeds = [m.score for m in self.population.members if m.origin == "seed"]
+            self.state.best_seed_score = max(seeds) if seeds else None
+        detail = (f"{len(restored.members)} members, {len(restored.queue)} candidates and "
+                  f"{len(restored.reflections)} reflections re-issued")
+        self.run_dir.event("resumed", iteration=self.iterations, detail=detail)
+        self.progress.message(f"resumed: {detail}")
+
+    def _start(self, *, check_split: bool = False) -> None:
         cfg = self.config
         self.cache, self.gateway = start_run_services(self.run_dir.path, cfg.llm)
         embedder = RoleClients(cfg.llm, cache=self.cache, gateway=self.gateway).embedder()
@@ -106,7 +133,12 @@ class SearchDriver:
         self.plan = SplitPlan(self.task, embedder, test_fraction=cfg.split.test_fraction,
                               static_size=cfg.split.static_size, rotating_size=cfg.split.rotating_size,
                               train_ratio=cfg.split.train_ratio, seed=cfg.search.seed)
-        self.run_dir.write_split(self.plan.split)
+        if check_split:
+            stored = self.run_dir.read_split()
+            if stored != self.plan.split:
+                raise FatalRunError("the split rebuilt on resume differs from split.json (changed data or embedder?)")
+        else:
+            self.run_dir.write_split(self.plan.split)
         self.questions = {q.id: q for q in self.task.questions}
         texts = {t.id: t for t in self.task.texts}
         self.train_texts = [texts[i] for i in self.plan.split.train_texts]
@@ -145,12 +177,15 @@ class SearchDriver:
 
     # ------------------------------------------------------------------------------------------ the loop
 
-    def run(self) -> RunResult:
-        self._start()
-        for path in self.seeds:
-            source = path.read_text(encoding="utf-8")
-            self._enqueue(Candidate(id=program_id(source), source=source, parent=None, origin="seed",
-                                    commit_message=f"seed {path.stem}", iteration=0))
+    def run(self, restored: Restored | None = None) -> RunResult:
+        self._start(check_split=restored is not None)
+        if restored is None:
+            for path in self.seeds:
+                source = path.read_text(encoding="utf-8")
+                self._enqueue(Candidate(id=program_id(source), source=source, parent=None, origin="seed",
+                                        commit_message=f"seed {path.stem}", iteration=0))
+        else:
+            self._restore(restored)
         self.state.phase = "searching"
         while True:
             self._fill()
@@ -172,6 +207,8 @@ class SearchDriver:
                 break
             actor = self.idle_reflectors.pop()
             self.flights[actor.reflect.remote(request)] = Flight("reflect", actor, request)
+            self.run_dir.event("started", candidate=request.parent_id, iteration=request.iteration,
+                               detail=f"reflection ({request.kind})")
 
     def _submit_eval(self, candidate: Candidate, actor) -> None:
         questions = self.plan.split.static + self.plan.rotating(candidate.iteration)
@@ -179,6 +216,7 @@ class SearchDriver:
                       texts=self.train_texts, questions=[self.questions[q] for q in dict.fromkeys(questions)],
                       static_ids=self.plan.split.static, judge=self.config.search.judge_on == "all")
         self.flights[actor.evaluate.remote(job)] = Flight("eval", actor, job, candidate)
+        self.run_dir.event("started", candidate=candidate.id, iteration=candidate.iteration, detail="evaluation")
 
     def _children_pending(self) -> int:
         return len(self.queue) + sum(1 for f in self.flights.values() if f.kind == "eval" and f.candidate.origin != "seed")
@@ -204,6 +242,8 @@ class SearchDriver:
     def _next_request(self) -> ReflectionRequest | None:
         if self.fix_queue and self._budget_left():
             return self.fix_queue.popleft()
+        if self.redo:
+            return self._reflection_request(self.redo.popleft())  # in flight when the run stopped
         seeds_pending = any(f.kind == "eval" and f.candidate.origin == "seed" for f in self.flights.values())
         if seeds_pending or any(c.origin == "seed" for c in self.queue) or not len(self.population):
             return None
@@ -222,7 +262,7 @@ class SearchDriver:
             parent_id=parent.id, parent_source=parent.source, parent_score=parent.score,
             lineage=self._lineage(parent), failures=failures, success=success, write_example=parent.write_example,
             donors=donors[:MAX_DONORS], known_ids=sorted(self.seen), frozen_code=cfg.frozen_code,
-            frozen_instructions=cfg.frozen_instructions, seed=rng.randrange(2**31),
+            frozen_instructions=cfg.frozen_instructions, seed=rng.randrange(2**31), iteration=iteration,
         )
 
     def _lineage(self, parent: Member) -> list[LineageEntry]:
@@ -245,6 +285,8 @@ class SearchDriver:
         except RayActorError as exc:
             # Ray already restarted the actor and retried up to max_restarts times: replace it and re-issue.
             self.progress.message(f"a {flight.kind} actor died ({type(exc).__name__}); replacing it and re-issuing its work")
+            self.run_dir.event("retried", candidate=flight.candidate.id if flight.candidate else None,
+                               detail=f"{flight.kind} actor died: {type(exc).__name__}")
             replacement = self._new_evaluator() if flight.kind == "eval" else self._new_reflector()
             pool[pool.index(flight.actor)] = replacement
             if flight.kind == "eval":
@@ -274,7 +316,8 @@ class SearchDriver:
 
     def _evaluated(self, candidate: Candidate, outcome: EvalOutcome) -> None:
         report = outcome.report
-        self.run_dir.write_evaluation(candidate, outcome)
+        rotating = set(self.plan.rotating(candidate.iteration)) - set(self.plan.split.static)
+        self.run_dir.write_evaluation(candidate, outcome, {q: "rotating" for q in rotating})
         for usage in [*report.llm.values(), *([report.embedding] if report.embedding else [])]:
             self.state.requests += usage.requests
             self.state.cache_hits += usage.cache_hits
@@ -303,7 +346,6 @@ class SearchDriver:
             self.tried[parent.id].append(LineageEntry(id=member.id, relation="child", commit_message=member.commit_message,
                                                       score=member.score, delta=member.score - parent.score))
         self.state.best_score = self.population.best().score
-        self.run_dir.write_population(self.population)
 
     def _maybe_fix(self, candidate: Candidate, report) -> None:
         cfg = self.config.search
@@ -315,7 +357,7 @@ class SearchDriver:
             kind="runtime_fix", parent_id=candidate.id, parent_source=candidate.source, parent_score=0.0,
             violation=f"during {v.phase}: [{v.kind}] {v.message}\n{v.traceback}".strip(),
             known_ids=sorted(self.seen), frozen_code=cfg.frozen_code, frozen_instructions=cfg.frozen_instructions,
-            seed=candidate.fix_round, lineage=self._lineage(parent),
+            seed=candidate.fix_round, lineage=self._lineage(parent), iteration=candidate.iteration,
         ))
         self._fix_rounds[candidate.id] = (candidate.fix_round + 1, parent.id, candidate.iteration)
 
@@ -323,22 +365,25 @@ class SearchDriver:
         if isinstance(result, Discard):
             self._fix_rounds.pop(request.parent_id, None)
             self.state.discarded += 1
-            self.run_dir.write_discard(request, result)
+            self.run_dir.write_discard(request, result, request.iteration)
             self.tried[request.parent_id].append(LineageEntry(
                 id="-", relation="child", commit_message="(no valid child)", note=result.errors[-1][:200] if result.errors else result.reason))
             return
         fix = self._fix_rounds.pop(request.parent_id, None) if request.kind == "runtime_fix" else None
-        parent, iteration, fix_round = (fix[1], fix[2], fix[0]) if fix else (request.parent_id, self.iterations, 0)
+        parent, iteration, fix_round = (fix[1], fix[2], fix[0]) if fix else (request.parent_id, request.iteration, 0)
         self._enqueue(Candidate(id=result.id, source=result.source, parent=parent,
                                 origin="runtime-fix" if fix else result.origin, commit_message=result.commit_message,
-                                iteration=iteration, fix_round=fix_round))
+                                iteration=iteration, fix_round=fix_round, patch=result.patch,
+                                edit_format=result.edit_format))
 
     def _enqueue(self, candidate: Candidate) -> None:
         if candidate.id in self.seen:
             self.progress.message(f"{candidate.id} is identical to a program already queued; not evaluated again")
+            self.run_dir.write_duplicate(candidate)
             return
         self.seen.add(candidate.id)
-        self.run_dir.write_program(candidate.id, candidate.source)
+        self.run_dir.write_program(candidate.source)
+        self.run_dir.write_queued(candidate)
         self.queue.append(candidate)
 
     def _refresh(self, *, show: bool = True) -> None:
@@ -362,7 +407,7 @@ class SearchDriver:
         outcomes = {member_id: ray.get(ref) for member_id, ref in refs.items()}
         for m in members:
             candidate = Candidate(m.id, m.source, m.parent, m.origin, m.commit_message, m.iteration)
-            self.run_dir.write_evaluation(candidate, outcomes[m.id])
+            self.run_dir.write_evaluation(candidate, outcomes[m.id], {q: "test" for q in test_ids})
         return outcomes
 
     def _final(self) -> RunResult:
@@ -377,6 +422,7 @@ class SearchDriver:
             self.progress.update(self.state, force=True)
             tests = self._test([best, best_seed] if best_seed.id != best.id else [best])
         self.state.phase = "done"
+        self.run_dir.event("stopped", detail=self.stop_reason)
         self._refresh(show=False)
         self.progress.close(self.state)
         return RunResult(best=best, best_seed=best_seed, tests=tests,

@@ -20,7 +20,7 @@ from mstar_ray.llm.errors import BudgetExceeded, EndpointError, RequestRefused
 from mstar_ray.llm.governor import Gateway, Governor
 from mstar_ray.llm.ledger import CallRecord
 from mstar_ray.llm.retry import RetryPolicy
-from mstar_ray.llm.usage import StepUsage
+from mstar_ray.llm.usage import CallLog, StepUsage
 
 log = logging.getLogger("mstar_ray.llm")
 
@@ -44,6 +44,7 @@ class LLMClient:
         self._rng = rng or random.Random()
         self._lock = threading.Lock()
         self._usage: dict[str, StepUsage] = {}
+        self._calls: list[CallLog] = []
 
     @property
     def role(self) -> str:
@@ -57,6 +58,12 @@ class LLMClient:
         with self._lock:
             return {step: u.model_copy() for step, u in self._usage.items()}
 
+    def drain_calls(self) -> list[CallLog]:
+        """The requests made since the last drain, oldest first (the evaluator ships them to the log)."""
+        with self._lock:
+            calls, self._calls = self._calls, []
+        return calls
+
     def complete(
         self, messages: list[dict[str, str]], *, step: str, json_mode: bool = False, max_tokens: int | None = None
     ) -> Completion:
@@ -65,9 +72,12 @@ class LLMClient:
         if self.cache is not None:
             hit = self.cache.get_many([key]).get(key)
             if hit is not None:
+                completion = Completion(**json.loads(hit), cached=True)
                 self._count(step, cache_hit=True)
-                return Completion(**json.loads(hit), cached=True)
+                self._log(step, completion)
+                return completion
         completion = self._send_with_retries(body, step)
+        self._log(step, completion)
         if self.cache is not None:
             stored = completion.model_dump(include={"text", "prompt_tokens", "completion_tokens"})
             self.cache.put_many({key: json.dumps(stored).encode()})
@@ -118,6 +128,16 @@ class LLMClient:
         delay = self.retry.delay(attempt + 1, failure.retry_after, self._rng)
         log.warning("%s: %s; retry %d/%d in %.1f s", where, failure, attempt + 1, self.retry.max_retries, delay)
         self._sleep(delay)
+
+    def _log(self, step: str, completion: Completion) -> None:
+        cached = completion.cached
+        with self._lock:
+            self._calls.append(CallLog(
+                role=self.role, model=self.model, step=step, cache_hit=cached,
+                prompt_tokens=0 if cached else completion.prompt_tokens,
+                completion_tokens=0 if cached else completion.completion_tokens,
+                latency_s=0.0 if cached else completion.seconds, retries=completion.retries,
+            ))
 
     def _count(self, step: str, *, cache_hit: bool = False, retry: bool = False, tokens: tuple[int, int] = (0, 0)) -> None:
         with self._lock:

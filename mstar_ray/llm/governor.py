@@ -38,6 +38,8 @@ class Gateway(Protocol):
 
     def snapshot(self) -> UsageSnapshot: ...
 
+    def restore(self, usage: dict[str, RoleUsage]) -> None: ...
+
 
 class Governor:
     def __init__(
@@ -68,6 +70,12 @@ class Governor:
     def pause(self, endpoint: str, seconds: float) -> None:
         with self._lock:
             self._table.pause(endpoint, time.monotonic() + seconds)
+
+    def restore(self, usage: dict[str, RoleUsage]) -> None:
+        """Spending recorded before a resume, so the budget counts the whole run."""
+        with self._lock:
+            for role, spent in usage.items():
+                self._ledger.by_role.setdefault(role, RoleUsage()).add(spent)
 
     def snapshot(self) -> UsageSnapshot:
         with self._lock:

@@ -10,6 +10,7 @@ from mstar_ray.embedding.cached import CachedEmbedder
 from mstar_ray.llm.cache import CacheStore, MemoryCache
 from mstar_ray.llm.governor import Gateway, Governor
 from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings
+from mstar_ray.llm.usage import CallLog
 from mstar_ray.tasks.judge import Judge
 
 if TYPE_CHECKING:
@@ -62,6 +63,11 @@ class RoleClients:
 
             self._clients[role] = LLMClient(ChatEndpoint(role, config), cache=self.cache, gateway=self.gateway)
         return self._clients[role]
+
+    def drain_calls(self) -> list[CallLog]:
+        """Every request the roles' clients made since the last drain (a client shared by two roles once)."""
+        unique = {id(c): c for c in self._clients.values()}
+        return [call for client in unique.values() for call in client.drain_calls()]
 
     def backend(self) -> AgentBackend:
         task = self.client("task")

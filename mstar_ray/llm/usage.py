@@ -24,3 +24,16 @@ class StepUsage(BaseModel):
 
 def usage_since(now: dict[str, StepUsage], before: dict[str, StepUsage]) -> dict[str, StepUsage]:
     return {step: usage.minus(before.get(step, StepUsage())) for step, usage in now.items()}
+
+
+class CallLog(BaseModel):
+    """One request as the run log records it (``llm_calls``): a cache hit is a call that cost nothing."""
+
+    role: str
+    model: str
+    step: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cache_hit: bool = False
+    retries: int = 0

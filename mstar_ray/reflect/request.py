@@ -48,6 +48,7 @@ class ReflectionRequest(BaseModel):
     frozen_code: bool = False
     frozen_instructions: bool = False
     seed: int = 0  # for the offline reflector's random choices
+    iteration: int = 0  # the search iteration this reflection belongs to (its child carries it)
 
 
 def as_case(result: QuestionResult) -> Case:

@@ -57,7 +57,7 @@ class CandidateRow(Row):
     status: Literal["evaluated", "violation", "discarded", "duplicate"]
     iteration: Int32
     static_score: float | None = None
-    test_score: float | None = None
+    rotating_score: float | None = None  # test scores live in ``results`` (split "test") and summary.json
     judge_score: float | None = None
     category_scores: dict[str, float] = Field(default_factory=dict)
     violation_kind: str | None = None
@@ -70,6 +70,8 @@ class CandidateRow(Row):
     requests: NonNegativeInt = 0
     worker_pid: Int32 = 0
     node_id: str = ""
+    fix_round: Int32 = 0
+    write_example: str | None = None  # JSON: the first item stored and its raw text, for reflection prompts
     finished_at: AwareDatetime = Field(default_factory=_now)
 
 
@@ -149,7 +151,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         _req("status", pa.string()),
         _req("iteration", pa.int32()),
         _opt("static_score", pa.float64()),
-        _opt("test_score", pa.float64()),
+        _opt("rotating_score", pa.float64()),
         _opt("judge_score", pa.float64()),
         _req("category_scores", pa.map_(pa.string(), pa.float64())),
         _opt("violation_kind", pa.string()),
@@ -162,6 +164,8 @@ SCHEMAS: dict[str, pa.Schema] = {
         _req("requests", pa.int64()),
         _req("worker_pid", pa.int32()),
         _req("node_id", pa.string()),
+        _req("fix_round", pa.int32()),
+        _opt("write_example", pa.string()),
         _req("finished_at", TIMESTAMP),
     ),
     "results": _schema(

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from mstar_ray.agent.protocol import EvalReport
+from mstar_ray.llm.usage import CallLog
 from mstar_ray.tasks.model import Question, RawText
 
 
@@ -29,6 +30,7 @@ class EvalOutcome(BaseModel):
     static_score: float
     node_id: str
     worker_pid: int
+    calls: list[CallLog] = []  # every LLM request of this evaluation, for the llm_calls log
 
 
 def static_score(report: EvalReport, static_ids: list[str]) -> float:

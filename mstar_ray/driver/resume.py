@@ -1,0 +1,157 @@
+"""Rebuilding a search from its run directory after a crash, a pre-empted node or a Ctrl-C.
+
+The logs are the source of truth: the population, the lineage each reflection prompt shows, every id
+ever queued, the iteration counter, the counts behind the budgets and the money spent all come back from
+``candidates``, ``events`` and ``llm_calls``. What was in flight is re-issued: candidates queued or being
+evaluated (their sources are in ``programs/``, their lineage in the ``submitted`` event) and reflections
+started without a child or a discard (re-made from the same iteration's seed). A candidate with a row in
+``candidates`` is never evaluated again. Random streams need no saving: each is seeded by (run seed,
+iteration).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mstar_ray.agent.protocol import QuestionResult
+from mstar_ray.config_file import ConfigError
+from mstar_ray.llm.ledger import RoleUsage
+from mstar_ray.reflect.request import LineageEntry
+from mstar_ray.run_config import RunConfig
+from mstar_ray.runlog.reader import read_rows
+from mstar_ray.runlog.sources import load_source
+from mstar_ray.search.population import Member
+
+# The only settings a resume may change: how much more to spend.
+BUDGET_KEYS = ("search.max_candidates", "search.max_iterations", "search.max_wall_s", "llm.budget")
+
+
+@dataclass
+class Queued:
+    id: str
+    source: str
+    parent: str | None
+    origin: str
+    commit_message: str
+    iteration: int
+    fix_round: int
+    patch: str | None
+    edit_format: str | None
+
+
+@dataclass
+class Restored:
+    members: list[Member] = field(default_factory=list)
+    tried: dict[str, list[LineageEntry]] = field(default_factory=dict)
+    seen: set[str] = field(default_factory=set)
+    queue: list[Queued] = field(default_factory=list)
+    reflections: list[int] = field(default_factory=list)  # iterations to re-issue, in order
+    iterations: int = 0
+    evaluated: int = 0
+    discarded: int = 0
+    violations: int = 0
+    usage: dict[str, RoleUsage] = field(default_factory=dict)
+
+
+def _flatten(data: dict, prefix: str = "") -> dict[str, object]:
+    flat: dict[str, object] = {}
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(_flatten(value, path + "."))
+        else:
+            flat[path] = value
+    return flat
+
+
+def merge_resume_config(stored: RunConfig, given: RunConfig | None) -> RunConfig:
+    """The stored config with the given one's budget; any other difference is refused, naming the key."""
+    if given is None:
+        return stored
+    before, after = _flatten(stored.model_dump(mode="json")), _flatten(given.model_dump(mode="json"))
+    changed = sorted(k for k in before.keys() | after.keys()
+                     if before.get(k) != after.get(k) and not k.startswith(BUDGET_KEYS))
+    if changed:
+        raise ConfigError("on resume only the budget may change (" + ", ".join(BUDGET_KEYS) + "); changed: "
+                          + ", ".join(f"{k} ({before.get(k)!r} -> {after.get(k)!r})" for k in changed))
+    search = stored.search.model_copy(update={k: getattr(given.search, k) for k in ("max_candidates", "max_iterations", "max_wall_s")})
+    llm = stored.llm.model_copy(update={"budget": given.llm.budget})
+    return stored.model_copy(update={"search": search, "llm": llm})
+
+
+def restore(run_dir: Path) -> Restored:
+    state = Restored()
+    candidates = {row.id: row for row in read_rows(run_dir, "candidates") if row.status != "duplicate"}
+    results: dict[str, list[QuestionResult]] = {}
+    for row in read_rows(run_dir, "results"):
+        if row.split != "test":
+            results.setdefault(row.candidate, []).append(QuestionResult(
+                id=row.question_id, category=row.category, question=row.question, expected=row.expected,
+                prediction=row.prediction, score=row.score, judge=row.judge, query=json.loads(row.query) or None,
+                context=row.context, error=row.error, seconds=row.latency_s))
+    scores = {cid: row.static_score or 0.0 for cid, row in candidates.items() if row.status == "evaluated"}
+    queued: dict[str, Queued] = {}
+    finished_reflections: set[int] = set()
+    for row in read_rows(run_dir, "candidates"):
+        if row.status == "duplicate" and row.origin not in ("seed", "runtime-fix"):
+            finished_reflections.add(row.iteration)
+    for event in read_rows(run_dir, "events"):
+        if event.kind == "submitted" and event.candidate:
+            meta = json.loads(event.detail or "{}")
+            state.seen.add(event.candidate)
+            queued[event.candidate] = Queued(
+                id=event.candidate, source="", parent=meta.get("parent"), origin=meta["origin"],
+                commit_message=meta.get("commit_message", ""), iteration=event.iteration or 0,
+                fix_round=meta.get("fix_round", 0), patch=meta.get("patch"), edit_format=meta.get("edit_format"))
+            if meta["origin"] not in ("seed", "runtime-fix"):
+                finished_reflections.add(event.iteration or 0)
+        elif event.kind == "started" and (event.detail or "").startswith("reflection (improve)"):
+            state.iterations = max(state.iterations, event.iteration or 0)
+        elif event.kind == "discarded":
+            detail = json.loads(event.detail or "{}")
+            state.discarded += 1
+            if detail.get("kind") == "improve":
+                finished_reflections.add(event.iteration or 0)
+            errors = detail.get("errors") or []
+            state.tried.setdefault(detail["parent"], []).append(LineageEntry(
+                id="-", relation="child", commit_message="(no valid child)",
+                note=errors[-1][:200] if errors else detail.get("reason", "")))
+        elif event.kind == "finished" and event.candidate in candidates and not (event.detail or "").startswith("test"):
+            _restore_candidate(state, candidates[event.candidate], queued[event.candidate], scores, results, run_dir)
+    state.queue = [q for cid, q in queued.items() if cid not in candidates]
+    for item in state.queue:
+        item.source = load_source(run_dir, item.id)
+    state.reflections = [i for i in range(1, state.iterations + 1) if i not in finished_reflections]
+    for call in read_rows(run_dir, "llm_calls"):
+        if not call.cache_hit:
+            usage = state.usage.setdefault(call.role, RoleUsage())
+            usage.calls += 1
+            usage.prompt_tokens += call.prompt_tokens
+            usage.completion_tokens += call.completion_tokens
+            usage.cost_usd += call.cost_usd
+    return state
+
+
+def _restore_candidate(state: Restored, row, meta: Queued, scores, results, run_dir: Path) -> None:
+    """One finished evaluation, replayed in the order the live run saw it."""
+    if row.origin != "seed":
+        state.evaluated += 1
+    parent_score = scores.get(row.parent) if row.parent else None
+    if row.status == "violation":
+        state.violations += 1
+        if row.parent is not None:
+            state.tried.setdefault(row.parent, []).append(LineageEntry(
+                id=row.id, relation="child", commit_message=row.commit_message, score=0.0,
+                delta=-(parent_score or 0.0), note=f"runtime violation: {row.violation_kind}"))
+        return
+    member = Member(id=row.id, source=load_source(run_dir, row.id), parent=row.parent, origin=row.origin,
+                    commit_message=row.commit_message, iteration=row.iteration, score=row.static_score or 0.0,
+                    results=results.get(row.id, []),
+                    write_example=json.loads(row.write_example) if row.write_example else None)
+    state.members.append(member)
+    if row.parent is not None and parent_score is not None:
+        state.tried.setdefault(row.parent, []).append(LineageEntry(
+            id=row.id, relation="child", commit_message=row.commit_message, score=member.score,
+            delta=member.score - parent_score))
