@@ -77,6 +77,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_search(args.config, run_dir=run_dir, address=args.address)
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from mstar_ray.inspect.status import status_text
+
+    print(status_text(Path(args.run_dir)))
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from mstar_ray.inspect.status import best_source
+
+    program_id, source, score = best_source(Path(args.run_dir))
+    Path(args.best).write_text(source, encoding="utf-8")
+    print(f"{args.best}: program {program_id}, static score {score:.3f}")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from mstar_ray.inspect.report import build_report
+
+    out = Path(args.out or Path(args.run_dir) / "report.html")
+    out.write_text(build_report(Path(args.run_dir)), encoding="utf-8")
+    print(f"report written to {out}")
+    return EXIT_OK
+
+
 def _llm_settings(args: argparse.Namespace):
     """The ``llm`` settings from ``--llm-config``, else from the ``--llm-*`` flags; ``--embedder`` overrides."""
     from mstar_ray.config_file import load_yaml
@@ -195,6 +220,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", metavar="RUN_DIR", default=None,
                      help="continue an interrupted run: re-issue what was in flight, never redo finished work")
     run.set_defaults(handler=cmd_run)
+
+    status = commands.add_parser("status", help="progress, best, cost and work in flight of a run, live or finished")
+    status.add_argument("run_dir")
+    status.set_defaults(handler=cmd_status)
+
+    export = commands.add_parser("export", help="write the best program of a run to a file")
+    export.add_argument("run_dir")
+    export.add_argument("--best", required=True, metavar="OUT.py")
+    export.set_defaults(handler=cmd_export)
+
+    report = commands.add_parser("report", help="a self-contained HTML report with plots")
+    report.add_argument("run_dir")
+    report.add_argument("--out", default=None, help="default RUN_DIR/report.html")
+    report.set_defaults(handler=cmd_report)
     return parser
 
 

@@ -323,13 +323,33 @@ def test_logs_read_with_plain_pyarrow_without_importing_mstar_ray(tmp_path):
     }
 
 
-def test_logs_read_with_pandas(tmp_path):
-    pytest.importorskip("pandas")
+READ_WITH_PANDAS_AND_DUCKDB = textwrap.dedent(
+    """
+    import json, sys
+    import duckdb
+    import pyarrow.ipc as ipc
+
+    frame = ipc.open_stream(f"{sys.argv[1]}/candidates.arrows").read_pandas(maps_as_pydicts="strict")
+    candidates = ipc.open_stream(f"{sys.argv[1]}/candidates.arrows").read_all()
+    best = duckdb.sql("SELECT id, category_scores['multi-hop'] AS mh FROM candidates ORDER BY id LIMIT 1").fetchall()
+    assert "mstar_ray" not in sys.modules
+    print(json.dumps({"ids": frame["id"].tolist(), "first_scores": frame["category_scores"].tolist()[0],
+                      "dtype": str(frame["finished_at"].dtype), "duckdb": [list(r) for r in best]}))
+    """
+)
+
+
+def test_logs_read_with_pandas_and_duckdb_without_importing_mstar_ray(tmp_path):
     write_samples(tmp_path)
-    frame = ipc.open_stream(log_path(tmp_path, "candidates")).read_pandas(maps_as_pydicts="strict")
-    assert frame["id"].tolist() == [row.id for row in SAMPLES["candidates"]]
-    assert frame["category_scores"].tolist()[0] == {"single-hop": 0.0, "multi-hop": 1.0}
-    assert str(frame["finished_at"].dtype) == "datetime64[us, UTC]"
+    out = subprocess.run([sys.executable, "-c", READ_WITH_PANDAS_AND_DUCKDB, str(tmp_path)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    read = json.loads(out.stdout)
+    assert read["ids"] == [row.id for row in SAMPLES["candidates"]]
+    assert read["first_scores"] == {"single-hop": 0.0, "multi-hop": 1.0}
+    assert read["dtype"] == "datetime64[us, UTC]"
+    first = min(SAMPLES["candidates"], key=lambda row: row.id)
+    assert read["duckdb"] == [[first.id, first.category_scores.get("multi-hop")]]
 
 
 def test_a_log_from_a_newer_schema_version_is_refused(tmp_path):

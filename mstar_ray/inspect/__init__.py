@@ -1,0 +1,1 @@
+"""Looking at a run from its directory alone, live or finished: ``status``, ``export`` and ``report``."""

@@ -1,0 +1,151 @@
+"""``mstar-ray report RUN_DIR``: one self-contained HTML file (plots embedded as PNG) from the run's logs:
+scores against candidates, wall time and cost, the lineage tree, per-category scores of the best against
+the seeds, worker utilisation over time, and the best program's diff from its seed."""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import html
+import io
+import json
+from datetime import datetime
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: figures are only ever rendered to PNG
+import matplotlib.pyplot as plt  # noqa: E402
+
+from mstar_ray.driver.resume import restore  # noqa: E402
+from mstar_ray.runlog import layout  # noqa: E402
+from mstar_ray.runlog.reader import read_rows  # noqa: E402
+
+
+def _png(fig) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return '<img src="data:image/png;base64,' + base64.b64encode(buffer.getvalue()).decode() + '">'
+
+
+def _scores_plot(rows) -> str:
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    xs = list(range(1, len(rows) + 1))
+    scores = [r.static_score or 0.0 for r in rows]
+    best, running = [], 0.0
+    for score in scores:
+        running = max(running, score)
+        best.append(running)
+    colours = ["tab:green" if r.origin == "seed" else "tab:red" if r.status == "violation" else "tab:blue" for r in rows]
+    ax.scatter(xs, scores, c=colours, s=18, label="candidates (green: seeds, red: violations)")
+    ax.step(xs, best, where="post", color="black", label="best so far")
+    ax.set_xlabel("candidates evaluated")
+    ax.set_ylabel("static score")
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def _time_cost_plot(rows, calls) -> str:
+    fig, left = plt.subplots(figsize=(7, 3.5))
+    start = min(r.finished_at for r in rows)
+    left.plot([(r.finished_at - start).total_seconds() for r in rows], range(1, len(rows) + 1), color="tab:blue")
+    left.set_xlabel("wall time (s)")
+    left.set_ylabel("candidates evaluated", color="tab:blue")
+    right = left.twinx()
+    spent, total = [], 0.0
+    for call in sorted(calls, key=lambda c: c.at):
+        total += call.cost_usd
+        spent.append(((call.at - start).total_seconds(), total))
+    if spent:
+        right.plot([t for t, _ in spent], [c for _, c in spent], color="tab:orange")
+    right.set_ylabel("cost (USD)", color="tab:orange")
+    return _png(fig)
+
+
+def _lineage_plot(rows) -> str:
+    fig, ax = plt.subplots(figsize=(7, 4))
+    position = {r.id: (i, r.static_score or 0.0) for i, r in enumerate(rows, 1)}
+    for r in rows:
+        if r.parent in position:
+            (x0, y0), (x1, y1) = position[r.parent], position[r.id]
+            ax.plot([x0, x1], [y0, y1], color="grey", linewidth=0.7)
+    for r in rows:
+        x, y = position[r.id]
+        ax.scatter([x], [y], color="tab:green" if r.origin == "seed" else "tab:blue", s=20, zorder=3)
+    ax.set_xlabel("candidate (order evaluated)")
+    ax.set_ylabel("static score")
+    ax.set_title("lineage: each line joins a parent to its child", fontsize=9)
+    return _png(fig)
+
+
+def _category_plot(best, seeds) -> str:
+    members = [("best", best), *[(f"seed {s.commit_message.removeprefix('seed ')}", s) for s in seeds]]
+    categories = sorted({c for _, m in members for c in m.category_scores})
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    width = 0.8 / max(1, len(members))
+    for i, (label, m) in enumerate(members):
+        ax.bar([j + i * width for j in range(len(categories))], [m.category_scores.get(c, 0.0) for c in categories],
+               width=width, label=label)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(categories))], categories, rotation=20, fontsize=8)
+    ax.set_ylabel("score on the evaluated questions")
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def _utilisation_plot(rows) -> str:
+    fig, ax = plt.subplots(figsize=(7, 2.5))
+    start = min(r.finished_at.timestamp() - r.wall_seconds for r in rows)
+    workers = sorted({(r.node_id[:8], r.worker_pid) for r in rows})
+    for lane, worker in enumerate(workers):
+        spans = [(r.finished_at.timestamp() - r.wall_seconds - start, r.wall_seconds)
+                 for r in rows if (r.node_id[:8], r.worker_pid) == worker]
+        ax.broken_barh(spans, (lane - 0.4, 0.8))
+    ax.set_yticks(range(len(workers)), [f"{node} pid {pid}" for node, pid in workers], fontsize=7)
+    ax.set_xlabel("wall time (s): evaluations per worker")
+    return _png(fig)
+
+
+def _seed_of(member_id: str, by_id: dict) -> str | None:
+    current = by_id.get(member_id)
+    while current is not None and current.parent is not None:
+        current = by_id.get(current.parent)
+    return current.id if current is not None else None
+
+
+def build_report(run_dir: Path) -> str:
+    rows = [r for r in read_rows(run_dir, "candidates") if r.status != "duplicate"]
+    if not rows:
+        raise ValueError(f"{run_dir}: no candidate has been evaluated yet")
+    calls = read_rows(run_dir, "llm_calls")
+    state = restore(run_dir)
+    by_id = {m.id: m for m in state.members}
+    evaluated = [r for r in rows if r.status == "evaluated"]
+    best_row = max(evaluated, key=lambda r: r.static_score or 0.0)
+    seed_rows = [r for r in evaluated if r.origin == "seed"]
+    seed_id = _seed_of(best_row.id, by_id)
+    diff = "".join(difflib.unified_diff(by_id[seed_id].source.splitlines(True), by_id[best_row.id].source.splitlines(True),
+                                        "seed.py", "best.py")) if seed_id and seed_id != best_row.id else "(the best program is a seed)"
+    summary_path = run_dir / layout.SUMMARY
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
+    facts = [f"{len(rows)} candidates evaluated ({len(seed_rows)} seeds), {state.discarded} discarded, {state.violations} violations",
+             f"best static score {best_row.static_score:.3f} ({html.escape(best_row.origin)}: {html.escape(best_row.commit_message)})",
+             f"cost ${sum(c.cost_usd for c in calls):.4f}; {sum(c.cache_hit for c in calls)} of {len(calls)} LLM requests from the cache"]
+    if summary:
+        facts.append(f"test: best {summary['best'].get('test_score')}, best seed {summary['best_seed'].get('test_score')}; "
+                     f"stopped: {html.escape(summary['stop_reason'])}")
+    sections = [
+        ("Scores", _scores_plot(rows)),
+        ("Wall time and cost", _time_cost_plot(rows, calls)),
+        ("Lineage", _lineage_plot(evaluated)),
+        ("Per category: the best against the seeds", _category_plot(best_row, seed_rows)),
+        ("Worker utilisation", _utilisation_plot(rows)),
+        ("The best program's diff from its seed", f"<pre>{html.escape(diff)}</pre>"),
+    ]
+    body = "".join(f"<h2>{title}</h2>{content}" for title, content in sections)
+    items = "".join(f"<li>{fact}</li>" for fact in facts)
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>mstar-ray run {html.escape(run_dir.name)}</title>"
+            "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}pre{background:#f6f6f6;padding:1em;"
+            "overflow-x:auto;font-size:80%}img{max-width:100%}</style></head><body>"
+            f"<h1>Run {html.escape(str(run_dir))}</h1><p>written {datetime.now().isoformat(timespec='seconds')}</p>"
+            f"<ul>{items}</ul>{body}</body></html>")

@@ -1,0 +1,72 @@
+"""``status``, ``export`` and ``report`` on a real finished run, and on a run whose driver is live or gone."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mstar_ray.cli import main
+from mstar_ray.inspect.status import driver_alive, status_text
+from mstar_ray.runlog.writer import LogWriter
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from fault_resume import config  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("inspect")
+    path = tmp / "run.yaml"
+    path.write_text(yaml.safe_dump(config(6)))
+    run_dir = tmp / "run"
+    subprocess.run([sys.executable, "-m", "mstar_ray.cli", "run", str(path), "--run-dir", str(run_dir)],
+                   check=True, capture_output=True, cwd=ROOT, timeout=300)
+    return run_dir
+
+
+def test_status_of_a_finished_run(finished_run, capsys):
+    assert main(["status", str(finished_run)]) == 0
+    text = capsys.readouterr().out
+    assert "(finished)" in text and "6/6 candidates evaluated" in text
+    assert re.search(r"best\s+0\.\d{3} [0-9a-f]{16}", text) and "test      best" in text
+
+
+def test_export_writes_the_best_program(finished_run, tmp_path, capsys):
+    out = tmp_path / "best.py"
+    assert main(["export", str(finished_run), "--best", str(out)]) == 0
+    assert out.read_text() == (finished_run / "best.py").read_text()
+
+
+def test_report_is_one_self_contained_html_file(finished_run, tmp_path):
+    out = tmp_path / "report.html"
+    assert main(["report", str(finished_run), "--out", str(out)]) == 0
+    page = out.read_text()
+    assert page.count("data:image/png;base64,") == 5 and "diff from its seed" in page
+    assert "src=\"http" not in page and "<script" not in page
+
+
+def test_a_live_driver_is_seen_through_its_log_lock(finished_run):
+    assert not driver_alive(finished_run)
+    with LogWriter(finished_run, "events"):
+        assert driver_alive(finished_run)
+        assert "(running)" in status_text(finished_run)
+
+
+def test_a_run_without_a_summary_is_interrupted(finished_run, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(finished_run, copy)
+    (copy / "summary.json").unlink()
+    assert "interrupted (resume with --resume)" in status_text(copy)
+
+
+def test_status_of_something_that_is_not_a_run(tmp_path, capsys):
+    assert main(["status", str(tmp_path)]) == 2
+    assert "not a run directory" in capsys.readouterr().err
