@@ -9,7 +9,7 @@ from mstar_ray.llm.cache import CacheStore
 from mstar_ray.llm.governor import Gateway
 from mstar_ray.llm.roles import RoleClients
 from mstar_ray.llm.settings import LLMSettings
-from mstar_ray.reflect.reflector import Child, Discard, LLMReflector, OfflineReflector
+from mstar_ray.reflect.reflector import LLMReflector, OfflineReflector, ReflectionOutcome
 from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.reflect.smoke import smoke_test
 from mstar_ray.sandbox_host import SandboxLimits
@@ -19,7 +19,7 @@ from mstar_ray.sandbox_host import SandboxLimits
 class ReflectorActor:
     def __init__(self, kind: str, settings: LLMSettings, limits: SandboxLimits, max_repairs: int,
                  cache: CacheStore, gateway: Gateway):
-        roles = RoleClients(settings, cache=cache, gateway=gateway)
+        self.roles = roles = RoleClients(settings, cache=cache, gateway=gateway)
         self.embedder = roles.embedder()
         self.limits = limits
         if kind == "llm":
@@ -27,5 +27,7 @@ class ReflectorActor:
         else:
             self.reflector = OfflineReflector(max_repairs=max_repairs)
 
-    def reflect(self, request: ReflectionRequest) -> Child | Discard:
-        return self.reflector.reflect(request, lambda source: smoke_test(source, self.embedder, self.limits))
+    def reflect(self, request: ReflectionRequest) -> ReflectionOutcome:
+        self.roles.drain_calls()  # a retried request starts its own record
+        result = self.reflector.reflect(request, lambda source: smoke_test(source, self.embedder, self.limits))
+        return ReflectionOutcome(result=result, calls=self.roles.drain_calls())

@@ -65,12 +65,7 @@ class RunDir:
                       query=json.dumps(r.query if r.query is not None else {}), context=r.context, latency_s=r.seconds,
                       error=r.error)
             for r in report.results])
-        if outcome.calls:
-            self._log("llm_calls").append([
-                LLMCallRow(candidate=candidate.id, role=c.role, model=c.model, step=c.step, prompt_tokens=c.prompt_tokens,
-                           completion_tokens=c.completion_tokens, latency_s=c.latency_s, cache_hit=c.cache_hit,
-                           cost_usd=self._cost(c), retries=c.retries)
-                for c in outcome.calls])
+        self.write_calls(outcome.calls, candidate=candidate.id)
         if outcome.purpose == "test":
             self.event("finished", candidate=candidate.id, node_id=outcome.node_id, detail=f"test {outcome.static_score:.4f}")
             return
@@ -100,6 +95,14 @@ class RunDir:
         detail = {"parent": candidate.parent, "origin": candidate.origin, "commit_message": candidate.commit_message,
                   "patch": candidate.patch, "edit_format": candidate.edit_format, "fix_round": candidate.fix_round}
         self.event("submitted", candidate=candidate.id, iteration=candidate.iteration, detail=json.dumps(detail))
+
+    def write_calls(self, calls, *, candidate: str | None) -> None:
+        if calls:
+            self._log("llm_calls").append([
+                LLMCallRow(candidate=candidate, role=c.role, model=c.model, step=c.step, prompt_tokens=c.prompt_tokens,
+                           completion_tokens=c.completion_tokens, latency_s=c.latency_s, cache_hit=c.cache_hit,
+                           cost_usd=self._cost(c), retries=c.retries)
+                for c in calls])
 
     def write_duplicate(self, candidate) -> None:
         self._log("candidates").append(CandidateRow(

@@ -302,7 +302,8 @@ class SearchDriver:
         if flight.kind == "eval":
             self._evaluated(flight.candidate, result)
         else:
-            self._reflected(flight.payload, result)
+            self.run_dir.write_calls(result.calls, candidate=None)
+            self._reflected(flight.payload, result.result)
 
     def _task_error(self, exc: RayTaskError, flight: Flight) -> None:
         cause = exc.as_instanceof_cause() if hasattr(exc, "as_instanceof_cause") else exc

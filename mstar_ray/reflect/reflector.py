@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from mstar_ray.contract import REQUIRED_CONSTANTS, check_source, inspect_program
 from mstar_ray.llm.errors import RequestRefused
+from mstar_ray.llm.usage import CallLog
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.prompt import reflection_messages, repair_messages
 from mstar_ray.reflect.reply import ReplyError, parse_reply
@@ -44,6 +45,11 @@ class Discard(BaseModel):
     reason: str
     attempts: int
     errors: list[str]
+
+
+class ReflectionOutcome(BaseModel):
+    result: Child | Discard
+    calls: list[CallLog] = []  # the reflector model's requests, for the llm_calls log
 
 
 def frozen_violation(parent: str, child: str, *, frozen_code: bool, frozen_instructions: bool) -> str | None:
