@@ -163,8 +163,9 @@ class SearchDriver:
 
     def _new_evaluator(self):
         cfg = self.config
+        # SPREAD: evaluations share the nodes' cores and model connections, and a lost node takes few with it.
         return EvaluatorActor.options(
-            num_cpus=cfg.ray.evaluator_cpus, resources=cfg.ray.evaluator_resources,
+            num_cpus=cfg.ray.evaluator_cpus, resources=cfg.ray.evaluator_resources, scheduling_strategy="SPREAD",
             max_restarts=cfg.ray.max_restarts, max_task_retries=cfg.ray.max_restarts,
         ).remote(cfg.llm, cfg.sandbox, RemoteCache(self.cache.actor), RemoteGateway(self.gateway.actor))
 

@@ -1,0 +1,132 @@
+"""Throughput of evaluation against the number of evaluations in flight (E), on a simulated cluster.
+
+A fixed workload (candidates x texts x questions) is evaluated by pools of E evaluator actors spread
+over a ``ray.cluster_utils.Cluster`` of several nodes; the task agent is an OpenAI-compatible server
+that answers after a set latency (the scripted test server), so the work is latency-bound like a run
+against a hosted model. Each E gets its own empty cache, so no run helps another. The baseline is a
+one-process sequential loop like the reference implementation's (``evaluate`` called in turn, no Ray).
+Prints candidates per minute and parallel efficiency (throughput / (E x throughput at E = 1)), measured
+in one run; absolute times drift on a shared machine, the ratios are the figures.
+
+    .venv/bin/python scripts/bench_throughput.py [--latency 0.3] [--candidates 32] [--evaluators 1 2 4 8 16 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import ray  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from mstar_ray.actors.evaluator import EvaluatorActor  # noqa: E402
+from mstar_ray.actors.run_services import start_run_services  # noqa: E402
+from mstar_ray.agent.protocol import evaluate  # noqa: E402
+from mstar_ray.llm.endpoint import EndpointConfig  # noqa: E402
+from mstar_ray.llm.roles import RoleClients  # noqa: E402
+from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings  # noqa: E402
+from mstar_ray.program_id import program_id  # noqa: E402
+from mstar_ray.reflect.mutations import NoMutation, propose  # noqa: E402
+from mstar_ray.sandbox_host import SandboxLimits  # noqa: E402
+from mstar_ray.search.jobs import EvalJob  # noqa: E402
+from mstar_ray.tasks.model import Task  # noqa: E402
+from mstar_ray.tasks.registry import load_task  # noqa: E402
+from tests.scripted_server import ScriptedServer  # noqa: E402
+
+NODES = 4
+
+
+def candidates(count: int) -> list[str]:
+    seeds = [(ROOT / "seeds" / f"{name}.py").read_text() for name in ("vector_search", "llm_summarizer", "experience_learner")]
+    programs = {program_id(s): s for s in seeds}
+    rng = random.Random(0)
+    while len(programs) < count:
+        try:
+            child = propose(rng.choice(seeds), seeds, rng).source
+        except NoMutation:
+            continue
+        programs.setdefault(program_id(child), child)
+    return list(programs.values())[:count]
+
+
+def settings_for(url: str) -> LLMSettings:
+    return LLMSettings(task=EndpointConfig(base_url=url, model="scripted", max_tokens=32),
+                       embedding=EmbeddingConfig(kind="hashing"))
+
+
+def sequential(sources: list[str], url: str, task: Task) -> float:
+    """The reference implementation's shape: one process, one candidate after another."""
+    roles = RoleClients(settings_for(url))
+    backend, embedder = roles.backend(), roles.embedder()
+    started = time.monotonic()
+    for source in sources:
+        evaluate(source, task, backend, embedder)
+    return time.monotonic() - started
+
+
+def pooled(evaluators: int, sources: list[str], url: str, task: Task) -> float:
+    settings = settings_for(url)
+    with tempfile.TemporaryDirectory() as run_dir:
+        cache, gateway = start_run_services(run_dir, settings)
+        pool = [EvaluatorActor.options(num_cpus=0.01, resources={"evaluator": 1}, scheduling_strategy="SPREAD")
+                .remote(settings, SandboxLimits(), cache, gateway) for _ in range(evaluators)]
+        ray.get([actor.pid.remote() for actor in pool])  # started before the clock runs
+        jobs = [EvalJob(candidate_id=program_id(s), source=s, purpose="search", task_name=task.name, texts=task.texts,
+                        questions=task.questions, static_ids=[q.id for q in task.questions]) for s in sources]
+        started = time.monotonic()
+        idle, flights = list(pool), {}
+        while jobs or flights:
+            while idle and jobs:
+                actor = idle.pop()
+                flights[actor.evaluate.remote(jobs.pop())] = actor
+            done, _ = ray.wait(list(flights), num_returns=1)
+            ray.get(done[0])
+            idle.append(flights.pop(done[0]))
+        wall = time.monotonic() - started
+        for actor in pool:
+            ray.kill(actor)
+        return wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--latency", type=float, default=0.3, help="seconds the model server takes per request")
+    parser.add_argument("--candidates", type=int, default=32)
+    parser.add_argument("--texts", type=int, default=3)
+    parser.add_argument("--questions", type=int, default=2)
+    parser.add_argument("--evaluators", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
+    args = parser.parse_args()
+    full = load_task("synthetic", seed=0)
+    task = Task(name="bench", texts=full.texts[: args.texts], questions=full.questions[: args.questions])
+    sources = candidates(args.candidates)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    for _ in range(NODES - 1):
+        cluster.add_node(num_cpus=1, resources={"evaluator": max(args.evaluators)})
+    ray.init(address=cluster.address, log_to_driver=False)
+    try:
+        with ScriptedServer(latency_s=args.latency) as server:
+            baseline = sequential(sources, server.base_url, task)
+            walls = {e: pooled(e, sources, server.base_url, task) for e in args.evaluators}
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    per_minute = {e: len(sources) / wall * 60 for e, wall in walls.items()}
+    one = per_minute.get(1)
+    print(f"{len(sources)} candidates x ({args.texts} texts, {args.questions} questions), model latency "
+          f"{args.latency * 1000:.0f} ms, simulated cluster of {NODES} nodes on this machine's CPUs")
+    print(f"sequential one-process loop (reference shape): {len(sources) / baseline * 60:7.1f} candidates/min")
+    print(f"{'E':>4} {'wall s':>8} {'cand/min':>9} {'efficiency':>11} {'vs sequential':>14}")
+    for e, wall in walls.items():
+        efficiency = f"{per_minute[e] / (e * one):.2f}" if one else "-"
+        print(f"{e:>4} {wall:8.1f} {per_minute[e]:9.1f} {efficiency:>11} {baseline / wall:13.1f}x")
+
+
+if __name__ == "__main__":
+    main()
