@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import sys
 import tempfile
 import time
@@ -44,6 +45,9 @@ NODES = 4
 
 
 def candidates(count: int) -> list[str]:
+    """Seeds and offline mutations of them, each with its own instruction text: otherwise candidates that
+    share instructions share cached extraction replies, and the work would shrink with E = 1 (where later
+    candidates hit what earlier ones cached) more than with many in flight. Every request is a miss."""
     seeds = [(ROOT / "seeds" / f"{name}.py").read_text() for name in ("vector_search", "llm_summarizer", "experience_learner")]
     programs = {program_id(s): s for s in seeds}
     rng = random.Random(0)
@@ -53,7 +57,14 @@ def candidates(count: int) -> list[str]:
         except NoMutation:
             continue
         programs.setdefault(program_id(child), child)
-    return list(programs.values())[:count]
+    return [_unique(source, i) for i, source in enumerate(list(programs.values())[:count])]
+
+
+def _unique(source: str, index: int) -> str:
+    for name in ("INSTRUCTION_KNOWLEDGE_ITEM", "INSTRUCTION_QUERY"):
+        # implicit concatenation keeps the constant a string literal, as the contract requires
+        source = re.sub(rf"^{name} = (\(?)", rf'{name} = \1"(variant {index}) " ', source, count=1, flags=re.MULTILINE)
+    return source
 
 
 def settings_for(url: str) -> LLMSettings:

@@ -25,8 +25,9 @@ def finished_run(tmp_path_factory) -> Path:
     path = tmp / "run.yaml"
     path.write_text(yaml.safe_dump(config(6)))
     run_dir = tmp / "run"
-    subprocess.run([sys.executable, "-m", "mstar_ray.cli", "run", str(path), "--run-dir", str(run_dir)],
-                   check=True, capture_output=True, cwd=ROOT, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "mstar_ray.cli", "run", str(path), "--run-dir", str(run_dir)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
     return run_dir
 
 

@@ -26,7 +26,9 @@ def connect(config: RunConfig, address: str | None) -> dict[str, float]:
         if address:
             ray.init(address=address, runtime_env={"env_vars": env}, log_to_driver=False)
         else:
-            ray.init(num_cpus=config.ray.num_cpus or os.cpu_count(), include_dashboard=False,
+            # address="local": always a fresh Ray of our own, even when another one runs on this machine
+            # (without it Ray would join that one and refuse our num_cpus).
+            ray.init(address="local", num_cpus=config.ray.num_cpus or os.cpu_count(), include_dashboard=False,
                      runtime_env={"env_vars": env}, log_to_driver=False)
     return ray.cluster_resources()
 
