@@ -72,9 +72,6 @@ class LimitTable:
         """Hold every caller of this endpoint until ``until`` (a server asked us to back off)."""
         self._paused_until[endpoint] = max(self._paused_until.get(endpoint, 0.0), until)
 
-    def in_flight(self, endpoint: str) -> int:
-        return sum(1 for ep, _ in self._leases.values() if ep == endpoint)
-
     def _expire(self, now: float) -> None:
         for lease in [lease for lease, (_, expiry) in self._leases.items() if expiry <= now]:
             del self._leases[lease]

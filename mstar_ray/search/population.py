@@ -66,9 +66,6 @@ class Population:
         weights = softmax_weights([m.score for m in self.members], tau)
         return rng.choices(self.members, weights=weights, k=1)[0]
 
-    def children_of(self, member_id: str) -> list[Member]:
-        return [m for m in self.members if m.parent == member_id]
-
     def ancestors(self, member_id: str) -> list[Member]:
         """From the seed down to the member's parent."""
         line: list[Member] = []

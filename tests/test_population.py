@@ -1,0 +1,56 @@
+"""Parent selection (softmax with temperature; the greedy and chain ablations) and lineage."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from mstar_ray.search.population import Member, Population, softmax_weights
+
+
+def member(id_: str, score: float, parent: str | None = None) -> Member:
+    return Member(id=id_, source="", parent=parent, origin="seed" if parent is None else "reflection",
+                  commit_message=id_, iteration=0, score=score)
+
+
+@pytest.fixture
+def population() -> Population:
+    pop = Population()
+    for m in (member("a", 0.30), member("b", 0.45, "a"), member("c", 0.45, "b"), member("d", 0.10, "a")):
+        pop.add(m)
+    return pop
+
+
+def test_softmax_weights_follow_the_formula():
+    weights = softmax_weights([0.3, 0.45], 0.15)
+    assert sum(weights) == pytest.approx(1.0)
+    assert weights[1] / weights[0] == pytest.approx(2.718281828 ** ((0.45 - 0.3) / 0.15))
+    assert softmax_weights([1000.0, 999.0], 0.01)[0] > 0.99  # no overflow
+
+
+def test_softmax_prefers_better_parents_and_tau_sharpens(population):
+    def share_of_best(tau: float) -> float:
+        rng = random.Random(0)
+        picks = [population.select_parent(rng, "softmax", tau).id for _ in range(4000)]
+        return (picks.count("b") + picks.count("c")) / len(picks)
+
+    assert share_of_best(0.05) > share_of_best(0.15) > share_of_best(1.0) > 0.5
+
+
+def test_greedy_takes_the_best_and_the_earlier_of_a_tie(population):
+    assert population.select_parent(random.Random(0), "greedy").id == "b"
+    assert population.best().id == "b"
+
+
+def test_chain_takes_the_newest(population):
+    assert population.select_parent(random.Random(0), "chain").id == "d"
+
+
+def test_ancestors_run_from_the_seed_down(population):
+    assert [m.id for m in population.ancestors("c")] == ["a", "b"]
+
+
+def test_a_member_is_added_once(population):
+    with pytest.raises(ValueError, match="already"):
+        population.add(member("a", 0.3))
