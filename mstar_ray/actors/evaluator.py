@@ -13,7 +13,7 @@ from mstar_ray.llm.cache import CacheStore
 from mstar_ray.llm.governor import Gateway
 from mstar_ray.llm.roles import RoleClients
 from mstar_ray.llm.settings import LLMSettings
-from mstar_ray.sandbox_host import SandboxLimits
+from mstar_ray.sandbox_host import SandboxLimits, shared_fork_server
 from mstar_ray.search.jobs import EvalJob, EvalOutcome, static_score
 from mstar_ray.tasks.model import Task
 
@@ -21,6 +21,9 @@ from mstar_ray.tasks.model import Task
 @ray.remote
 class EvaluatorActor:
     def __init__(self, settings: LLMSettings, limits: SandboxLimits, cache: CacheStore, gateway: Gateway):
+        # The sandbox fork server starts with the actor: its imports cost a second or two of CPU that no
+        # evaluation should pay, and a broken install shows at start-up rather than on the first job.
+        shared_fork_server()
         self.roles = RoleClients(settings, cache=cache, gateway=gateway)
         self.limits = limits
         self.backend = self.roles.backend()

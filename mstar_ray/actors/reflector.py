@@ -12,13 +12,16 @@ from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.reflect.reflector import LLMReflector, OfflineReflector, ReflectionOutcome
 from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.reflect.smoke import smoke_test
-from mstar_ray.sandbox_host import SandboxLimits
+from mstar_ray.sandbox_host import SandboxLimits, shared_fork_server
 
 
 @ray.remote
 class ReflectorActor:
     def __init__(self, kind: str, settings: LLMSettings, limits: SandboxLimits, max_repairs: int,
                  cache: CacheStore, gateway: Gateway):
+        # The sandbox fork server starts with the actor: its imports cost a second or two of CPU that no
+        # evaluation should pay, and a broken install shows at start-up rather than on the first job.
+        shared_fork_server()
         self.roles = roles = RoleClients(settings, cache=cache, gateway=gateway)
         self.embedder = roles.embedder()
         self.limits = limits

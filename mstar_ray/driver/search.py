@@ -37,6 +37,7 @@ from mstar_ray.search.split import SplitPlan
 from mstar_ray.tasks.model import Task
 
 MAX_DONORS = 6
+MAX_REPLACEMENTS_PER_ACTOR = 3
 WAIT_S = 1.0
 
 
@@ -94,6 +95,7 @@ class SearchDriver:
         self.flights: dict[ray.ObjectRef, Flight] = {}
         self.state = ProgressState(target=config.search.max_candidates)
         self._fix_rounds: dict[str, tuple[int, str, int]] = {}  # failed child -> (round, its parent, iteration)
+        self.replacements = 0
         self.iterations = 0
         self.redo: collections.deque[int] = collections.deque()
         self.stop_reason = ""  # a reason that ends the run (budget spent)
@@ -284,7 +286,11 @@ class SearchDriver:
         try:
             result = ray.get(ref)
         except RayActorError as exc:
-            # Ray already restarted the actor and retried up to max_restarts times: replace it and re-issue.
+            # Ray already restarted the actor and retried up to max_restarts times: replace it and re-issue,
+            # unless actors keep dying (a broken install or node image), which replacing cannot cure.
+            self.replacements += 1
+            if self.replacements > MAX_REPLACEMENTS_PER_ACTOR * (len(self.evaluators) + len(self.reflectors)):
+                raise FatalRunError(f"{flight.kind} actors keep dying; the last: {exc}") from None
             self.progress.message(f"a {flight.kind} actor died ({type(exc).__name__}); replacing it and re-issuing its work")
             self.run_dir.event("retried", candidate=flight.candidate.id if flight.candidate else None,
                                detail=f"{flight.kind} actor died: {type(exc).__name__}")
