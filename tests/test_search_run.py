@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from mstar_ray.cli import main
 from tests.conftest import SEEDS
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from fault_resume import table  # noqa: E402  (logs read with plain pyarrow, as any outside tool would)
 
 
 def write_config(tmp_path: Path, **search) -> str:
@@ -30,13 +33,6 @@ def write_config(tmp_path: Path, **search) -> str:
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(config))
     return str(path)
-
-
-def table(run_dir: Path, name: str) -> list[dict]:
-    """A run log read with plain pyarrow, as any outside tool would."""
-    import pyarrow.ipc
-
-    return pyarrow.ipc.open_stream(str(run_dir / f"{name}.arrows")).read_all().to_pylist()
 
 
 def discards(run_dir: Path) -> list[dict]:

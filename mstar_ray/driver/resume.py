@@ -17,6 +17,7 @@ from pathlib import Path
 
 from mstar_ray.agent.protocol import QuestionResult
 from mstar_ray.config_file import ConfigError
+from mstar_ray.driver.candidate import Candidate
 from mstar_ray.llm.ledger import RoleUsage
 from mstar_ray.reflect.request import LineageEntry
 from mstar_ray.run_config import RunConfig
@@ -29,24 +30,11 @@ BUDGET_KEYS = ("search.max_candidates", "search.max_iterations", "search.max_wal
 
 
 @dataclass
-class Queued:
-    id: str
-    source: str
-    parent: str | None
-    origin: str
-    commit_message: str
-    iteration: int
-    fix_round: int
-    patch: str | None
-    edit_format: str | None
-
-
-@dataclass
 class Restored:
     members: list[Member] = field(default_factory=list)
     tried: dict[str, list[LineageEntry]] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
-    queue: list[Queued] = field(default_factory=list)
+    queue: list[Candidate] = field(default_factory=list)  # sources filled in
     reflections: list[int] = field(default_factory=list)  # iterations to re-issue, in order
     iterations: int = 0
     evaluated: int = 0
@@ -92,7 +80,7 @@ def restore(run_dir: Path) -> Restored:
                 prediction=row.prediction, score=row.score, judge=row.judge, query=json.loads(row.query) or None,
                 context=row.context, error=row.error, seconds=row.latency_s))
     scores = {cid: row.static_score or 0.0 for cid, row in candidates.items() if row.status == "evaluated"}
-    queued: dict[str, Queued] = {}
+    queued: dict[str, Candidate] = {}
     finished_reflections: set[int] = set()
     for row in read_rows(run_dir, "candidates"):
         if row.status == "duplicate" and row.origin not in ("seed", "runtime-fix"):
@@ -101,7 +89,7 @@ def restore(run_dir: Path) -> Restored:
         if event.kind == "submitted" and event.candidate:
             meta = json.loads(event.detail or "{}")
             state.seen.add(event.candidate)
-            queued[event.candidate] = Queued(
+            queued[event.candidate] = Candidate(
                 id=event.candidate, source="", parent=meta.get("parent"), origin=meta["origin"],
                 commit_message=meta.get("commit_message", ""), iteration=event.iteration or 0,
                 fix_round=meta.get("fix_round", 0), patch=meta.get("patch"), edit_format=meta.get("edit_format"))
@@ -119,7 +107,7 @@ def restore(run_dir: Path) -> Restored:
                 id="-", relation="child", commit_message="(no valid child)",
                 note=errors[-1][:200] if errors else detail.get("reason", "")))
         elif event.kind == "finished" and event.candidate in candidates and not (event.detail or "").startswith("test"):
-            _restore_candidate(state, candidates[event.candidate], queued[event.candidate], scores, results, run_dir)
+            _restore_candidate(state, candidates[event.candidate], scores, results, run_dir)
     state.queue = [q for cid, q in queued.items() if cid not in candidates]
     for item in state.queue:
         item.source = load_source(run_dir, item.id)
@@ -134,7 +122,7 @@ def restore(run_dir: Path) -> Restored:
     return state
 
 
-def _restore_candidate(state: Restored, row, meta: Queued, scores, results, run_dir: Path) -> None:
+def _restore_candidate(state: Restored, row, scores, results, run_dir: Path) -> None:
     """One finished evaluation, replayed in the order the live run saw it."""
     if row.origin != "seed":
         state.evaluated += 1

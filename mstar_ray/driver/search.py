@@ -21,6 +21,7 @@ from ray.exceptions import RayActorError, RayTaskError
 from mstar_ray.actors.evaluator import EvaluatorActor
 from mstar_ray.actors.reflector import ReflectorActor
 from mstar_ray.actors.run_services import RemoteCache, RemoteGateway, start_run_services
+from mstar_ray.driver.candidate import Candidate
 from mstar_ray.driver.cluster import pool_size
 from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.resume import Restored
@@ -39,21 +40,6 @@ from mstar_ray.tasks.model import Task
 MAX_DONORS = 6
 MAX_REPLACEMENTS_PER_ACTOR = 3
 WAIT_S = 1.0
-
-
-@dataclass
-class Candidate:
-    """A program on its way to the population."""
-
-    id: str
-    source: str
-    parent: str | None
-    origin: str
-    commit_message: str
-    iteration: int
-    fix_round: int = 0
-    patch: str | None = None
-    edit_format: str | None = None
 
 
 @dataclass
@@ -111,10 +97,7 @@ class SearchDriver:
         self.seen = set(restored.seen)
         self.iterations = restored.iterations
         self.redo = collections.deque(restored.reflections)
-        for q in restored.queue:
-            self.queue.append(Candidate(id=q.id, source=q.source, parent=q.parent, origin=q.origin,
-                                        commit_message=q.commit_message, iteration=q.iteration, fix_round=q.fix_round,
-                                        patch=q.patch, edit_format=q.edit_format))
+        self.queue.extend(restored.queue)
         self.gateway.restore(restored.usage)
         self.state.evaluated, self.state.discarded = restored.evaluated, restored.discarded
         self.state.violations = restored.violations

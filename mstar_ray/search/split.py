@@ -59,6 +59,7 @@ class SplitPlan:
             self._vectors, text_vectors, static_size=static_size, ratio=train_ratio, seed=seed
         )
         self._static_idx = static_idx
+        self._rotating: dict[int, list[str]] = {}
         self.split = Split(
             test=sorted(test),
             validation=[q.id for q in self._validation],
@@ -67,7 +68,11 @@ class SplitPlan:
         )
 
     def rotating(self, iteration: int) -> list[str]:
+        """Asked for each evaluation and again for its results: a k-means per iteration is done once."""
         if self.rotating_size == 0:
             return []
-        chosen = rotating_set(self._vectors, self.rotating_size, exclude=self._static_idx, iteration=iteration, seed=self.seed)
-        return [self._validation[i].id for i in chosen]
+        if iteration not in self._rotating:
+            chosen = rotating_set(self._vectors, self.rotating_size, exclude=self._static_idx, iteration=iteration,
+                                  seed=self.seed)
+            self._rotating[iteration] = [self._validation[i].id for i in chosen]
+        return self._rotating[iteration]
