@@ -37,7 +37,8 @@ class SplitConfig(_Section):
 class SearchConfig(_Section):
     seeds: list[str] = Field(default_factory=lambda: list(DEFAULT_SEEDS), min_length=1)
     seed: int = Field(0, description="every random choice of the run derives from it")
-    max_candidates: int | None = Field(20, gt=0, description="children to evaluate (seeds not counted)")
+    max_candidates: int | None = Field(20, gt=0, description="children to evaluate (seeds not counted; a "
+                                       "structural duplicate, whose score is reused, counts too)")
     max_iterations: int | None = Field(None, gt=0, description="reflections to start")
     max_wall_s: float | None = Field(None, gt=0)
     parent_selection: Literal["softmax", "greedy", "chain"] = "softmax"
@@ -50,6 +51,11 @@ class SearchConfig(_Section):
     runtime_fix: bool = Field(True, description="send a child that broke the contract at run time back for a fix")
     reflector: Literal["offline", "llm"] = Field("offline", description="llm: the llm.reflector endpoint")
     judge_on: Literal["test", "all"] = Field("test", description="where the llm.judge scores (if configured)")
+    dedup: bool = Field(True, description="a child structurally identical to a program already queued is not "
+                        "evaluated again; its score is reused")
+    structure_level: Literal["exact", "names", "shape"] = Field(
+        "names", description="abstraction of the trees that novelty and the structural families compare: exact keeps "
+        "identifiers and literals, names abstracts literals, shape abstracts both")
 
     @model_validator(mode="after")
     def _some_budget(self) -> SearchConfig:

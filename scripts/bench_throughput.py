@@ -8,7 +8,14 @@ one-process sequential loop like the reference implementation's (``evaluate`` ca
 Prints candidates per minute and parallel efficiency (throughput / (E x throughput at E = 1)), measured
 in one run; absolute times drift on a shared machine, the ratios are the figures.
 
-    .venv/bin/python scripts/bench_throughput.py [--latency 0.3] [--candidates 32] [--evaluators 1 2 4 8 16 32]
+Two workloads. ``uniform`` (the default): one seed in as many variants as there are candidates, so every
+candidate makes the same calls and efficiency measures the system's own overhead. ``mixed``: seeds and
+mutations of them, whose call counts differ; a pool of E then waits on its slowest candidate, so the
+table also prints the efficiency a zero-overhead pool would reach with the job times measured at E = 1
+(the schedule's bound) and the measured share of it.
+
+    .venv/bin/python scripts/bench_throughput.py [--latency 1.0] [--candidates 32] [--workload uniform|mixed]
+        [--evaluators 1 2 4 8 16 32]
 """
 
 from __future__ import annotations
@@ -44,10 +51,13 @@ from tests.scripted_server import ScriptedServer  # noqa: E402
 NODES = 4
 
 
-def candidates(count: int) -> list[str]:
-    """Seeds and offline mutations of them, each with its own instruction text: otherwise candidates that
-    share instructions share cached extraction replies, and the work would shrink with E = 1 (where later
-    candidates hit what earlier ones cached) more than with many in flight. Every request is a miss."""
+def candidates(count: int, workload: str) -> list[str]:
+    """Programs, each with its own instruction text: otherwise candidates that share instructions share
+    cached extraction replies, and the work would shrink with E = 1 (where later candidates hit what
+    earlier ones cached) more than with many in flight. Every request is a miss."""
+    if workload == "uniform":
+        seed = (ROOT / "seeds" / "vector_search.py").read_text()
+        return [_unique(seed, i) for i in range(count)]
     seeds = [(ROOT / "seeds" / f"{name}.py").read_text() for name in ("vector_search", "llm_summarizer", "experience_learner")]
     programs = {program_id(s): s for s in seeds}
     rng = random.Random(0)
@@ -61,7 +71,7 @@ def candidates(count: int) -> list[str]:
 
 
 def _unique(source: str, index: int) -> str:
-    for name in ("INSTRUCTION_KNOWLEDGE_ITEM", "INSTRUCTION_QUERY"):
+    for name in ("INSTRUCTION_KNOWLEDGE_ITEM", "INSTRUCTION_QUERY", "INSTRUCTION_RESPONSE"):
         # implicit concatenation keeps the constant a string literal, as the contract requires
         source = re.sub(rf"^{name} = (\(?)", rf'{name} = \1"(variant {index}) " ', source, count=1, flags=re.MULTILINE)
     return source
@@ -82,7 +92,8 @@ def sequential(sources: list[str], url: str, task: Task) -> float:
     return time.monotonic() - started
 
 
-def pooled(evaluators: int, sources: list[str], url: str, task: Task) -> float:
+def pooled(evaluators: int, sources: list[str], url: str, task: Task) -> tuple[float, list[float]]:
+    """The wall time of the whole workload, and each job's time from dispatch to result, in job order."""
     settings = settings_for(url)
     with tempfile.TemporaryDirectory() as run_dir:
         cache, gateway = start_run_services(run_dir, settings)
@@ -92,31 +103,44 @@ def pooled(evaluators: int, sources: list[str], url: str, task: Task) -> float:
         jobs = [EvalJob(candidate_id=program_id(s), source=s, purpose="search", task_name=task.name, texts=task.texts,
                         questions=task.questions, static_ids=[q.id for q in task.questions]) for s in sources]
         started = time.monotonic()
-        idle, flights = list(pool), {}
-        while jobs or flights:
-            while idle and jobs:
-                actor = idle.pop()
-                flights[actor.evaluate.remote(jobs.pop())] = actor
+        queue, idle, flights, took = list(enumerate(jobs)), list(pool), {}, [0.0] * len(jobs)
+        while queue or flights:
+            while idle and queue:
+                actor, (index, job) = idle.pop(), queue.pop(0)
+                flights[actor.evaluate.remote(job)] = (actor, index, time.monotonic())
             done, _ = ray.wait(list(flights), num_returns=1)
             ray.get(done[0])
-            idle.append(flights.pop(done[0]))
+            actor, index, dispatched = flights.pop(done[0])
+            took[index] = time.monotonic() - dispatched
+            idle.append(actor)
         wall = time.monotonic() - started
         for actor in pool:
             ray.kill(actor)
-        return wall
+        return wall, took
+
+
+def schedule_bound(durations: list[float], evaluators: int) -> float:
+    """The efficiency of a pool with no overhead at all: jobs of these durations handed in order to the
+    first free of ``evaluators`` workers, against perfect division of the total."""
+    free_at = [0.0] * evaluators
+    for duration in durations:
+        slot = free_at.index(min(free_at))
+        free_at[slot] += duration
+    return sum(durations) / evaluators / max(free_at)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--latency", type=float, default=0.3, help="seconds the model server takes per request")
+    parser.add_argument("--latency", type=float, default=1.0, help="seconds the model server takes per request")
     parser.add_argument("--candidates", type=int, default=32)
     parser.add_argument("--texts", type=int, default=3)
     parser.add_argument("--questions", type=int, default=2)
+    parser.add_argument("--workload", choices=["uniform", "mixed"], default="uniform")
     parser.add_argument("--evaluators", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
     args = parser.parse_args()
     full = load_task("synthetic", seed=0)
     task = Task(name="bench", texts=full.texts[: args.texts], questions=full.questions[: args.questions])
-    sources = candidates(args.candidates)
+    sources = candidates(args.candidates, args.workload)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     for _ in range(NODES - 1):
         cluster.add_node(num_cpus=1, resources={"evaluator": max(args.evaluators)})
@@ -124,19 +148,25 @@ def main() -> None:
     try:
         with ScriptedServer(latency_s=args.latency) as server:
             baseline = sequential(sources, server.base_url, task)
-            walls = {e: pooled(e, sources, server.base_url, task) for e in args.evaluators}
+            runs = {e: pooled(e, sources, server.base_url, task) for e in args.evaluators}
     finally:
         ray.shutdown()
         cluster.shutdown()
-    per_minute = {e: len(sources) / wall * 60 for e, wall in walls.items()}
-    one = per_minute.get(1)
-    print(f"{len(sources)} candidates x ({args.texts} texts, {args.questions} questions), model latency "
-          f"{args.latency * 1000:.0f} ms, simulated cluster of {NODES} nodes on this machine's CPUs")
+    per_minute = {e: len(sources) / wall * 60 for e, (wall, _) in runs.items()}
+    one = runs.get(1)
+    print(f"{len(sources)} {args.workload} candidates x ({args.texts} texts, {args.questions} questions), model "
+          f"latency {args.latency * 1000:.0f} ms, simulated cluster of {NODES} nodes on this machine's CPUs")
     print(f"sequential one-process loop (reference shape): {len(sources) / baseline * 60:7.1f} candidates/min")
-    print(f"{'E':>4} {'wall s':>8} {'cand/min':>9} {'efficiency':>11} {'vs sequential':>14}")
-    for e, wall in walls.items():
-        efficiency = f"{per_minute[e] / (e * one):.2f}" if one else "-"
-        print(f"{e:>4} {wall:8.1f} {per_minute[e]:9.1f} {efficiency:>11} {baseline / wall:13.1f}x")
+    print(f"{'E':>4} {'wall s':>8} {'cand/min':>9} {'efficiency':>11} {'bound':>6} {'of bound':>9} {'vs sequential':>14}")
+    for e, (wall, _) in runs.items():
+        row = f"{e:>4} {wall:8.1f} {per_minute[e]:9.1f}"
+        if one:
+            efficiency = per_minute[e] / (e * per_minute[1])
+            bound = schedule_bound(one[1], e)
+            row += f" {efficiency:11.2f} {bound:6.2f} {efficiency / bound:9.2f}"
+        else:
+            row += f" {'-':>11} {'-':>6} {'-':>9}"
+        print(f"{row} {baseline / wall:13.1f}x")
 
 
 if __name__ == "__main__":

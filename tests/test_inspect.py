@@ -48,8 +48,33 @@ def test_report_is_one_self_contained_html_file(finished_run, tmp_path):
     out = tmp_path / "report.html"
     assert main(["report", str(finished_run), "--out", str(out)]) == 0
     page = out.read_text()
-    assert page.count("data:image/png;base64,") == 5 and "diff from its seed" in page
+    assert page.count("data:image/png;base64,") == 6 and "diff from its seed" in page
     assert "src=\"http" not in page and "<script" not in page
+    assert "Structural families" in page and "<th>medoid</th>" in page
+
+
+def test_the_run_stores_its_structural_families_and_the_report_recomputes_them_without(finished_run, tmp_path):
+    import json
+    import shutil
+
+    from mstar_ray.inspect.report import _families
+    from mstar_ray.runlog.reader import read_rows
+    from mstar_ray.structure.families import Families
+
+    stored = Families.model_validate_json((finished_run / "structure.json").read_text())
+    evaluated = [r.id for r in read_rows(finished_run, "candidates") if r.status == "evaluated"]
+    assert sorted(stored.ids) == sorted(evaluated) and len(stored.labels) == len(stored.coords) == len(evaluated)
+    assert set(stored.medoids) <= set(stored.ids) and 0 < stored.mean_distance <= 1
+    summary = json.loads((finished_run / "summary.json").read_text())
+    assert summary["structural_families"] == len(stored.medoids)
+    copy = tmp_path / "copy"
+    shutil.copytree(finished_run, copy)
+    (copy / "structure.json").unlink()
+    from mstar_ray.driver.resume import restore
+
+    recomputed = _families(copy, restore(copy).members)
+    assert recomputed.ids == stored.ids and recomputed.labels == stored.labels
+    assert max(abs(a - b) for p, q in zip(recomputed.coords, stored.coords) for a, b in zip(p, q)) < 1e-9
 
 
 def test_a_live_driver_is_seen_through_its_log_lock(finished_run):

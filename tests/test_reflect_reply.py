@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from mstar_ray.reflect.reply import MAX_COMMIT_CHARS, ReflectorReply, ReplyError, parse_reply
+from mstar_ray.reflect.reply import MAX_COMMIT_CHARS, ReflectorReply, parse_reply
 from mstar_ray.reflect.v4a import apply_patch
 from tests.conftest import seed_source
 
@@ -103,7 +103,8 @@ def test_full_source_fallback_takes_the_last_program_block() -> None:
         f"Commit message: Rewrite as a learner\n```python\n{learner}```\n"
     )
     reply = parse_reply(text)
-    assert reply == ReflectorReply("Rewrite as a learner", None, learner)
+    helper = "def words(text):\n    return set(text.split())\n"
+    assert reply == ReflectorReply("Rewrite as a learner", None, learner, (helper, VECTOR, learner))
 
 
 def test_full_source_without_label_takes_the_prose_line_before_it() -> None:
@@ -116,10 +117,15 @@ def test_full_source_without_label_takes_the_prose_line_before_it() -> None:
     [
         "",
         "I think the read function should rank chunks by recency.",
-        "```python\ndef read(self, query):\n    return ''\n```",
         "--- a/program.py\n+++ b/program.py\n@@ -1 +1 @@\n-x\n+y\n",
     ],
 )
-def test_garbage_is_an_error_that_says_what_was_expected(text: str) -> None:
-    with pytest.raises(ReplyError, match=r"\*\*\* Begin Patch.*class KnowledgeBase"):
-        parse_reply(text)
+def test_a_reply_without_blocks_has_no_pieces(text: str) -> None:
+    reply = parse_reply(text)
+    assert (reply.patch, reply.full_source, reply.code_blocks) == (None, None, ())
+
+
+def test_definitions_are_code_blocks_not_a_program() -> None:
+    reply = parse_reply("COMMIT_MESSAGE: shorter\n```python\ndef read(self, query):\n    return ''\n```")
+    assert (reply.commit_message, reply.full_source) == ("shorter", None)
+    assert reply.code_blocks == ("def read(self, query):\n    return ''\n",)

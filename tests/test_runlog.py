@@ -318,7 +318,7 @@ def test_logs_read_with_plain_pyarrow_without_importing_mstar_ray(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {
-        "candidates": [3, "1"], "results": [2, "1"], "llm_calls": [2, "1"], "events": [2, "1"],
+        "candidates": [3, str(SCHEMA_VERSION)], "results": [2, str(SCHEMA_VERSION)], "llm_calls": [2, str(SCHEMA_VERSION)], "events": [2, str(SCHEMA_VERSION)],
         "multi-hop": [1.0, None, 1.0],
     }
 
@@ -352,11 +352,16 @@ def test_logs_read_with_pandas_and_duckdb_without_importing_mstar_ray(tmp_path):
     assert read["duckdb"] == [[first.id, first.category_scores.get("multi-hop")]]
 
 
-def test_a_log_from_a_newer_schema_version_is_refused(tmp_path):
-    newer = SCHEMAS["events"].with_metadata({b"mstar_ray.schema_version": b"2", b"mstar_ray.table": b"events"})
-    with ipc.new_stream(log_path(tmp_path, "events"), newer) as stream:
-        stream.write_table(pa.Table.from_pylist([SAMPLES["events"][0].to_record()], schema=newer))
-    message = r"schema version 2, newer than version 1 that this mstar_ray reads: upgrade mstar_ray"
+@pytest.mark.parametrize(("offset", "message"), [
+    (1, "schema version {found}, newer than version {ours} that this mstar_ray reads: upgrade mstar_ray"),
+    (-1, "schema version {found}, older than version {ours} that this mstar_ray writes: read or resume it with"),
+])
+def test_a_log_from_another_schema_version_is_refused(tmp_path, offset, message):
+    found = SCHEMA_VERSION + offset
+    other = SCHEMAS["events"].with_metadata({b"mstar_ray.schema_version": str(found).encode(), b"mstar_ray.table": b"events"})
+    with ipc.new_stream(log_path(tmp_path, "events"), other) as stream:
+        stream.write_table(pa.Table.from_pylist([SAMPLES["events"][0].to_record()], schema=other))
+    message = message.format(found=found, ours=SCHEMA_VERSION)
     with pytest.raises(LogFormatError, match=message):
         read_table(tmp_path, "events")
     with pytest.raises(LogFormatError, match=message):

@@ -9,6 +9,7 @@ from mstar_ray.llm.cache import CacheStore
 from mstar_ray.llm.governor import Gateway
 from mstar_ray.llm.roles import RoleClients
 from mstar_ray.llm.settings import LLMSettings
+from mstar_ray.reflect.edit_formats import resolve_format
 from mstar_ray.reflect.reflector import LLMReflector, OfflineReflector, ReflectionOutcome
 from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.reflect.smoke import smoke_test
@@ -26,7 +27,9 @@ class ReflectorActor:
         self.embedder = roles.embedder()
         self.limits = limits
         if kind == "llm":
-            self.reflector = LLMReflector(roles.client("reflector"), max_repairs=max_repairs)
+            config = settings.reflector
+            self.reflector = LLMReflector(roles.client("reflector"), edit_format=resolve_format(config.edit_format, config.model),
+                                          context_tokens=config.context_tokens, max_repairs=max_repairs)
         else:
             self.reflector = OfflineReflector(max_repairs=max_repairs)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -16,3 +16,13 @@ class Candidate:
     fix_round: int = 0
     patch: str | None = None
     edit_format: str | None = None
+    tolerances: list[str] = field(default_factory=list)
+    structural_key: str | None = None
+    novelty_parent: float | None = None
+    novelty_population: float | None = None
+
+    def log_fields(self) -> dict:
+        """What every candidates row (and the 'submitted' event, for a resume) says about where it came from."""
+        return {"parent": self.parent, "origin": self.origin, "commit_message": self.commit_message, "patch": self.patch,
+                "edit_format": self.edit_format, "tolerances": self.tolerances, "structural_key": self.structural_key,
+                "novelty_parent": self.novelty_parent, "novelty_population": self.novelty_population}

@@ -13,6 +13,7 @@ class ProgressState(BaseModel):
     target: int | None = None
     discarded: int = 0
     violations: int = 0
+    duplicates: int = 0  # children not evaluated: structurally identical to a program already queued
     evaluating: int = 0
     reflecting: int = 0
     best_score: float | None = None
@@ -33,8 +34,9 @@ def _line(state: ProgressState, elapsed: float) -> str:
     seed = "-" if state.best_seed_score is None else f"{state.best_seed_score:.3f}"
     target = f"/{state.target}" if state.target else ""
     hit_rate = f"{state.cache_hits / state.requests:.0%}" if state.requests else "-"
+    duplicates = f", duplicates {state.duplicates}" if state.duplicates else ""
     return (f"[{state.phase}] candidates {state.evaluated}{target} (discarded {state.discarded}, violations "
-            f"{state.violations}) · in flight: {state.evaluating} eval, {state.reflecting} reflect · best {best} "
+            f"{state.violations}{duplicates}) · in flight: {state.evaluating} eval, {state.reflecting} reflect · best {best} "
             f"(seeds {seed}) · ${state.cost_usd:.4f}, {state.tokens} tokens, cache {hit_rate} · "
             f"{rate:.1f}/min{eta} · {elapsed:.0f} s")
 

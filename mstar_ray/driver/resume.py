@@ -40,6 +40,7 @@ class Restored:
     evaluated: int = 0
     discarded: int = 0
     violations: int = 0
+    duplicates: int = 0
     usage: dict[str, RoleUsage] = field(default_factory=dict)
 
 
@@ -85,6 +86,7 @@ def restore(run_dir: Path) -> Restored:
     for row in read_rows(run_dir, "candidates"):
         if row.status == "duplicate" and row.origin not in ("seed", "runtime-fix"):
             finished_reflections.add(row.iteration)
+            state.duplicates += 1
     for event in read_rows(run_dir, "events"):
         if event.kind == "submitted" and event.candidate:
             meta = json.loads(event.detail or "{}")
@@ -92,7 +94,9 @@ def restore(run_dir: Path) -> Restored:
             queued[event.candidate] = Candidate(
                 id=event.candidate, source="", parent=meta.get("parent"), origin=meta["origin"],
                 commit_message=meta.get("commit_message", ""), iteration=event.iteration or 0,
-                fix_round=meta.get("fix_round", 0), patch=meta.get("patch"), edit_format=meta.get("edit_format"))
+                fix_round=meta.get("fix_round", 0), patch=meta.get("patch"), edit_format=meta.get("edit_format"),
+                tolerances=meta.get("tolerances") or [], structural_key=meta.get("structural_key"),
+                novelty_parent=meta.get("novelty_parent"), novelty_population=meta.get("novelty_population"))
             if meta["origin"] not in ("seed", "runtime-fix"):
                 finished_reflections.add(event.iteration or 0)
         elif event.kind == "started" and (event.detail or "").startswith("reflection (improve)"):

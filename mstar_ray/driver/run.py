@@ -63,6 +63,8 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         "best_seed": described(result.best_seed),
         "candidates_evaluated": result.evaluated, "discarded": result.discarded, "violations": result.violations,
         "wall_seconds": round(result.wall_s, 1), "stop_reason": result.stop_reason,
+        "duplicates": driver.state.duplicates,
+        "structural_families": len(result.families.medoids) if result.families else None,
     }
     directory.write_summary(summary)
     directory.write_best(result.best.source)

@@ -73,9 +73,7 @@ class RunDir:
         rotating = [r.score for r in report.results if splits.get(r.id) == "rotating"]
         violation = report.violation
         self._log("candidates").append(CandidateRow(
-            id=candidate.id, parent=candidate.parent, origin=candidate.origin, commit_message=candidate.commit_message,
-            patch=candidate.patch, edit_format=candidate.edit_format,
-            status="violation" if violation else "evaluated", iteration=candidate.iteration,
+            id=candidate.id, **candidate.log_fields(), status="violation" if violation else "evaluated", iteration=candidate.iteration,
             static_score=outcome.static_score, judge_score=report.judge_score,
             rotating_score=sum(rotating) / len(rotating) if rotating else None,
             category_scores={k: v.score for k, v in report.categories.items()},
@@ -92,8 +90,7 @@ class RunDir:
 
     def write_queued(self, candidate) -> None:
         """A candidate enters the evaluation queue: everything needed to re-issue it after a crash."""
-        detail = {"parent": candidate.parent, "origin": candidate.origin, "commit_message": candidate.commit_message,
-                  "patch": candidate.patch, "edit_format": candidate.edit_format, "fix_round": candidate.fix_round}
+        detail = {**candidate.log_fields(), "fix_round": candidate.fix_round}
         self.event("submitted", candidate=candidate.id, iteration=candidate.iteration, detail=json.dumps(detail))
 
     def write_calls(self, calls, *, candidate: str | None) -> None:
@@ -104,15 +101,20 @@ class RunDir:
                            cost_usd=self._cost(c), retries=c.retries)
                 for c in calls])
 
-    def write_duplicate(self, candidate) -> None:
+    def write_duplicate(self, candidate, duplicate_of: str, static_score: float | None) -> None:
+        """A candidate not evaluated because it repeats ``duplicate_of`` (the same source, or the same
+        structure): the row carries that program's static score (None while it is still being evaluated)."""
         self._log("candidates").append(CandidateRow(
-            id=candidate.id, parent=candidate.parent, origin=candidate.origin, commit_message=candidate.commit_message,
-            patch=candidate.patch, edit_format=candidate.edit_format, status="duplicate", iteration=candidate.iteration))
+            id=candidate.id, **candidate.log_fields(), status="duplicate", iteration=candidate.iteration,
+            duplicate_of=duplicate_of, static_score=static_score))
 
     def write_discard(self, request, discard, iteration: int) -> None:
         detail = json.dumps({"parent": request.parent_id, "kind": request.kind, "reason": discard.reason,
                              "attempts": discard.attempts, "errors": discard.errors})
         self.event("discarded", iteration=iteration, detail=detail)
+
+    def write_families(self, families) -> None:
+        write_atomic(self.path / layout.STRUCTURE, families.model_dump_json(indent=1).encode())
 
     def write_summary(self, summary: dict) -> None:
         write_atomic(self.path / layout.SUMMARY, json.dumps(summary, indent=1).encode())

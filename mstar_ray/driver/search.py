@@ -21,6 +21,7 @@ from ray.exceptions import RayActorError, RayTaskError
 from mstar_ray.actors.evaluator import EvaluatorActor
 from mstar_ray.actors.reflector import ReflectorActor
 from mstar_ray.actors.run_services import RemoteCache, RemoteGateway, start_run_services
+from mstar_ray.actors.structure_tasks import pairwise_on_ray
 from mstar_ray.driver.candidate import Candidate
 from mstar_ray.driver.cluster import pool_size
 from mstar_ray.driver.progress import Progress, ProgressState
@@ -35,6 +36,9 @@ from mstar_ray.run_config import RunConfig
 from mstar_ray.search.jobs import EvalJob, EvalOutcome
 from mstar_ray.search.population import Member, Population
 from mstar_ray.search.split import SplitPlan
+from mstar_ray.structure.families import Families, find_families
+from mstar_ray.structure.index import StructureIndex
+from mstar_ray.structure.tree import program_tree
 from mstar_ray.tasks.model import Task
 
 MAX_DONORS = 6
@@ -60,6 +64,7 @@ class RunResult:
     violations: int
     wall_s: float
     stop_reason: str
+    families: Families | None = None
 
 
 class FatalRunError(RuntimeError):
@@ -76,6 +81,7 @@ class SearchDriver:
         self.population = Population()
         self.tried: dict[str, list[LineageEntry]] = collections.defaultdict(list)  # by parent id
         self.seen: set[str] = set()  # every candidate id ever queued: none is evaluated twice
+        self.structure = StructureIndex(config.search.structure_level)  # ... nor any structure twice
         self.queue: collections.deque[Candidate] = collections.deque()
         self.fix_queue: collections.deque[ReflectionRequest] = collections.deque()
         self.flights: dict[ray.ObjectRef, Flight] = {}
@@ -101,6 +107,9 @@ class SearchDriver:
         self.gateway.restore(restored.usage)
         self.state.evaluated, self.state.discarded = restored.evaluated, restored.discarded
         self.state.violations = restored.violations
+        self.state.duplicates = restored.duplicates
+        for known in [*restored.members, *restored.queue]:
+            self.structure.learn(known.id, known.source)
         if len(self.population):
             self.state.best_score = self.population.best().score
             seeds = [m.score for m in self.population.members if m.origin == "seed"]
@@ -211,7 +220,7 @@ class SearchDriver:
         """Whether a new reflection may start; else remembers which budget stopped it."""
         cfg = self.config.search
         reflecting = sum(1 for f in self.flights.values() if f.kind == "reflect")
-        committed = self.state.evaluated + self._children_pending() + reflecting
+        committed = self.state.evaluated + self.state.duplicates + self._children_pending() + reflecting
         budget = self.gateway.snapshot().stop
         if budget:
             self.stop_reason = budget
@@ -365,17 +374,38 @@ class SearchDriver:
         self._enqueue(Candidate(id=result.id, source=result.source, parent=parent,
                                 origin="runtime-fix" if fix else result.origin, commit_message=result.commit_message,
                                 iteration=iteration, fix_round=fix_round, patch=result.patch,
-                                edit_format=result.edit_format))
+                                edit_format=result.edit_format, tolerances=result.tolerances))
 
     def _enqueue(self, candidate: Candidate) -> None:
         if candidate.id in self.seen:
-            self.progress.message(f"{candidate.id} is identical to a program already queued; not evaluated again")
-            self.run_dir.write_duplicate(candidate)
+            self._duplicate(candidate, candidate.id, "identical")
             return
+        placement = self.structure.place(candidate.source, candidate.parent)
+        candidate.structural_key = placement.key
+        candidate.novelty_parent, candidate.novelty_population = placement.to_parent, placement.to_population
+        if self.config.search.dedup and placement.duplicate_of is not None and candidate.origin != "seed":
+            self._duplicate(candidate, placement.duplicate_of, "structurally identical (layout, comments or docstrings differ)")
+            return
+        self.structure.add(candidate.id, placement)
         self.seen.add(candidate.id)
         self.run_dir.write_program(candidate.source)
         self.run_dir.write_queued(candidate)
         self.queue.append(candidate)
+
+    def _duplicate(self, candidate: Candidate, original: str, how: str) -> None:
+        """Not evaluated again: the child's row and its parent's history carry the original's score."""
+        score = self.population.get(original).score if original in self.population else None
+        self.progress.message(f"{candidate.id} is {how} to {original}; not evaluated again")
+        self.run_dir.write_duplicate(candidate, original, score)
+        if candidate.origin == "seed":
+            return
+        self.state.duplicates += 1
+        if candidate.parent in self.population:
+            parent_score = self.population.get(candidate.parent).score
+            self.tried[candidate.parent].append(LineageEntry(
+                id=candidate.id, relation="child", commit_message=candidate.commit_message, score=score,
+                delta=None if score is None else score - parent_score,
+                note=f"{how} to a program already evaluated: change something that matters"))
 
     def _refresh(self, *, show: bool = True) -> None:
         snapshot = self.gateway.snapshot()
@@ -412,6 +442,9 @@ class SearchDriver:
             self.state.phase = "testing the best"
             self.progress.update(self.state, force=True)
             tests = self._test([best, best_seed] if best_seed.id != best.id else [best])
+        for actor in [*self.evaluators, *self.reflectors]:
+            ray.kill(actor)  # done: their CPUs go to the distance tasks
+        families = self._families()
         self.state.phase = "done"
         self.run_dir.event("stopped", detail=self.stop_reason)
         self._refresh(show=False)
@@ -419,4 +452,23 @@ class SearchDriver:
         return RunResult(best=best, best_seed=best_seed, tests=tests,
                          evaluated=self.state.evaluated, discarded=self.state.discarded,
                          violations=self.state.violations, wall_s=time.monotonic() - self.started,
-                         stop_reason=self.stop_reason)
+                         stop_reason=self.stop_reason, families=families)
+
+    def _families(self) -> Families | None:
+        """The population's structural families, its distance matrix spread over the cluster as Ray tasks."""
+        level = self.config.search.structure_level
+        members, trees = [], []
+        for member in self.population.members:
+            try:
+                trees.append(program_tree(member.source, level))
+            except (ValueError, SyntaxError, RecursionError, MemoryError):
+                continue  # a parser limit: this member is left off the map
+            members.append(member)
+        if not members:
+            return None
+        self.state.phase = "structural families"
+        self.progress.update(self.state, force=True)
+        families = find_families(pairwise_on_ray(trees), [m.id for m in members], [m.score for m in members], level,
+                                 seed=self.config.search.seed)
+        self.run_dir.write_families(families)
+        return families

@@ -1,6 +1,7 @@
 """``mstar-ray report RUN_DIR``: one self-contained HTML file (plots embedded as PNG) from the run's logs:
 scores against candidates, wall time and cost, the lineage tree, per-category scores of the best against
-the seeds, worker utilisation over time, and the best program's diff from its seed."""
+the seeds, worker utilisation over time, the population's structural families on a 2-D map, and the
+best program's diff from its seed."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import difflib
 import html
 import io
 import json
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
@@ -18,8 +20,12 @@ matplotlib.use("Agg")  # no display: figures are only ever rendered to PNG
 import matplotlib.pyplot as plt  # noqa: E402
 
 from mstar_ray.driver.resume import restore  # noqa: E402
+from mstar_ray.run_config import load_run_config  # noqa: E402
 from mstar_ray.runlog import layout  # noqa: E402
 from mstar_ray.runlog.reader import read_rows  # noqa: E402
+from mstar_ray.structure.families import Families, find_families  # noqa: E402
+from mstar_ray.structure.matrix import pairwise  # noqa: E402
+from mstar_ray.structure.tree import program_tree  # noqa: E402
 
 
 def _png(fig) -> str:
@@ -106,6 +112,60 @@ def _utilisation_plot(rows) -> str:
     return _png(fig)
 
 
+def _families(run_dir: Path, members) -> Families | None:
+    """The run's own (``structure.json``, computed on its cluster at the end), else computed here from the
+    population so far (a live or interrupted run)."""
+    stored = run_dir / layout.STRUCTURE
+    if stored.exists():
+        return Families.model_validate_json(stored.read_text())
+    config = load_run_config(run_dir / layout.CONFIG)
+    level = config.search.structure_level
+    placed, trees = [], []
+    for member in members:
+        try:
+            trees.append(program_tree(member.source, level))
+        except (ValueError, SyntaxError, RecursionError, MemoryError):
+            continue
+        placed.append(member)
+    if not placed:
+        return None
+    return find_families(pairwise(trees), [m.id for m in placed], [m.score for m in placed], level,
+                         seed=config.search.seed)
+
+
+def _families_section(families: Families | None, rows) -> str:
+    if families is None:
+        return "<p>(no program could be placed)</p>"
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    xs, ys = [x for x, _ in families.coords], [y for _, y in families.coords]
+    markers = "os^Dvp"
+    for family in range(len(families.medoids)):
+        chosen = [i for i, label in enumerate(families.labels) if label == family]
+        points = ax.scatter([xs[i] for i in chosen], [ys[i] for i in chosen], c=[families.scores[i] for i in chosen],
+                            cmap="viridis", vmin=min(families.scores), vmax=max(families.scores) or 1.0,
+                            marker=markers[family % len(markers)], s=30, edgecolors="black", linewidths=0.3,
+                            label=f"family {family + 1}")
+        medoid = families.ids.index(families.medoids[family])
+        ax.annotate(str(family + 1), (xs[medoid], ys[medoid]), fontsize=9, weight="bold",
+                    xytext=(4, 4), textcoords="offset points")
+    fig.colorbar(points, ax=ax, label="static score")
+    ax.set_title(f"classical MDS of tree edit distances ({families.level} level); marker: family", fontsize=9)
+    ax.legend(fontsize=7)
+    messages = {r.id: r.commit_message for r in rows}
+    table = ["<table><tr><th>family</th><th>programs</th><th>best</th><th>mean</th><th>medoid</th></tr>"]
+    for family, medoid in enumerate(families.medoids):
+        scores = [families.scores[i] for i, label in enumerate(families.labels) if label == family]
+        table.append(f"<tr><td>{family + 1}</td><td>{len(scores)}</td><td>{max(scores):.3f}</td>"
+                     f"<td>{sum(scores) / len(scores):.3f}</td><td><code>{medoid}</code> "
+                     f"{html.escape(messages.get(medoid, ''))}</td></tr>")
+    table.append("</table>")
+    children = [r for r in rows if r.novelty_parent is not None]
+    novelty = (f"<p>mean distance between programs {families.mean_distance:.3f}; silhouette {families.silhouette:.2f}; "
+               f"children's median distance to their parent "
+               f"{sorted(r.novelty_parent for r in children)[len(children) // 2]:.3f}</p>" if children else "")
+    return _png(fig) + "".join(table) + novelty
+
+
 def _seed_of(member_id: str, by_id: dict) -> str | None:
     current = by_id.get(member_id)
     while current is not None and current.parent is not None:
@@ -114,7 +174,9 @@ def _seed_of(member_id: str, by_id: dict) -> str | None:
 
 
 def build_report(run_dir: Path) -> str:
-    rows = [r for r in read_rows(run_dir, "candidates") if r.status != "duplicate"]
+    all_rows = read_rows(run_dir, "candidates")
+    rows = [r for r in all_rows if r.status != "duplicate"]
+    duplicates = len(all_rows) - len(rows)
     if not rows:
         raise ValueError(f"{run_dir}: no candidate has been evaluated yet")
     calls = read_rows(run_dir, "llm_calls")
@@ -130,7 +192,13 @@ def build_report(run_dir: Path) -> str:
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
     facts = [f"{len(rows)} candidates evaluated ({len(seed_rows)} seeds), {state.discarded} discarded, {state.violations} violations",
              f"best static score {best_row.static_score:.3f} ({html.escape(best_row.origin)}: {html.escape(best_row.commit_message)})",
-             f"cost ${sum(c.cost_usd for c in calls):.4f}; {sum(c.cache_hit for c in calls)} of {len(calls)} LLM requests from the cache"]
+             f"cost ${sum(c.cost_usd for c in calls):.4f}; {sum(c.cache_hit for c in calls)} of {len(calls)} LLM requests from the cache",
+             f"{duplicates} children not evaluated again (identical or structurally identical to a program already queued)"]
+    formats = Counter(r.edit_format for r in rows if r.origin == "reflection")
+    if formats:
+        tolerated = sum(1 for r in rows if r.tolerances)
+        facts.append("reflections by edit format: " + ", ".join(f"{k} {v}" for k, v in sorted(formats.items()))
+                     + f"; {tolerated} needed a tolerant reading")
     if summary:
         facts.append(f"test: best {summary['best'].get('test_score')}, best seed {summary['best_seed'].get('test_score')}; "
                      f"stopped: {html.escape(summary['stop_reason'])}")
@@ -140,12 +208,13 @@ def build_report(run_dir: Path) -> str:
         ("Lineage", _lineage_plot(evaluated)),
         ("Per category: the best against the seeds", _category_plot(best_row, seed_rows)),
         ("Worker utilisation", _utilisation_plot(rows)),
+        ("Structural families", _families_section(_families(run_dir, state.members), rows)),
         ("The best program's diff from its seed", f"<pre>{html.escape(diff)}</pre>"),
     ]
     body = "".join(f"<h2>{title}</h2>{content}" for title, content in sections)
     items = "".join(f"<li>{fact}</li>" for fact in facts)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>mstar-ray run {html.escape(run_dir.name)}</title>"
             "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}pre{background:#f6f6f6;padding:1em;"
-            "overflow-x:auto;font-size:80%}img{max-width:100%}</style></head><body>"
+            "overflow-x:auto;font-size:80%}img{max-width:100%}td,th{padding:0 .6em;text-align:left}</style></head><body>"
             f"<h1>Run {html.escape(str(run_dir))}</h1><p>written {datetime.now().isoformat(timespec='seconds')}</p>"
             f"<ul>{items}</ul>{body}</body></html>")

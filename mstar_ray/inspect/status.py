@@ -44,7 +44,8 @@ def status_text(run_dir: Path) -> str:
              f"task      {config.task.name} · reflector {config.search.reflector} · R={config.search.reflections_in_flight} "
              f"E={config.search.evaluations_in_flight}",
              f"progress  {state.evaluated}{f'/{target}' if target else ''} candidates evaluated · {state.discarded} "
-             f"discarded · {state.violations} violations · {state.iterations} reflections started"]
+             f"discarded · {state.violations} violations · {state.duplicates} duplicates · {state.iterations} "
+             "reflections started"]
     if alive or not summary_path.exists():
         lines.append(f"in flight {len(state.queue)} candidates queued or evaluating · {len(state.reflections)} reflections")
     if state.members:

@@ -33,12 +33,24 @@ class EmbeddingConfig(BaseModel):
         return self
 
 
+class ReflectorConfig(EndpointConfig):
+    """The reflector's endpoint, with what its model can handle: small self-hosted models cannot write V4A
+    patches and have short contexts."""
+
+    edit_format: Literal["auto", "v4a", "function", "file"] = Field(
+        "auto", description="how the model writes its change: v4a patch, whole functions, or the whole file; "
+        "auto: function for small models (a size of 3B or less in the model name), else v4a")
+    context_tokens: int | None = Field(
+        None, gt=0, description="the model's context window; the reflection prompt leaves out failure cases "
+        "and history until prompt and reply fit")
+
+
 class LLMSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     task: EndpointConfig | None = Field(None, description="the task agent; none: the offline backend")
     toolkit: EndpointConfig | None = Field(None, description="memory programs' llm_completion; default: task")
-    reflector: EndpointConfig | None = None
+    reflector: ReflectorConfig | None = None
     judge: EndpointConfig | None = Field(None, description="LLM-judge scoring; none: token F1 only")
     embedding: EmbeddingConfig = EmbeddingConfig()
     prices: dict[str, Price] = Field(default_factory=dict, description="by model name")

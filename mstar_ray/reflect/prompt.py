@@ -11,7 +11,11 @@ import json
 
 from sandbox.policy import ALLOWED_IMPORTS
 
+from mstar_ray.reflect.edit_formats import INSTRUCTIONS, REPAIR_ASK, EditFormat
 from mstar_ray.reflect.request import Case, ReflectionRequest
+
+# A conservative characters-per-token for code and English, to size a prompt for a short context.
+CHARS_PER_TOKEN = 3.0
 
 SYSTEM = """You improve the memory program of an LLM agent. The program is one Python file:
 - @dataclass KnowledgeItem: the fields the agent extracts from each raw text (JSON-compatible types).
@@ -24,18 +28,6 @@ toolkit.db is a SQLite connection, toolkit.chroma a ChromaDB client (collections
 themselves), toolkit.llm_completion(messages) -> str may be called at most once per write or read,
 toolkit.logger.debug(msg) logs. Each write/read must finish within 60 s; read() returns at most 3000 characters.
 The agent answers each question from read()'s output alone; answers are scored by token F1."""
-
-FORMAT = """Reply with one line "COMMIT_MESSAGE: <what you changed and why, one sentence>", then ONE patch
-in V4A format that edits program.py:
-*** Begin Patch
-*** Update File: program.py
-@@ <a line of the program just above the change, e.g. def read(self, query: Query) -> str:>
- <unchanged line, prefixed by one space>
--<line to remove, prefixed by ->
-+<line to add, prefixed by +>
-*** End Patch
-Copy context lines exactly, with their indentation after the one-character prefix. Make one focused change."""
-
 
 def _case(case: Case, label: str) -> str:
     lines = [f"{label}: score {case.score:.2f}", f"  question: {case.question}", f"  expected: {case.expected}",
@@ -54,11 +46,13 @@ def _lineage(request: ReflectionRequest) -> str:
     lines = []
     for entry in request.lineage:
         if entry.score is None:
-            outcome = f"discarded ({entry.note})" if entry.note else "discarded"
+            outcome = "discarded" if entry.id == "-" else "not evaluated"
         else:
             delta = "" if entry.delta is None else f", {entry.delta:+.3f}"
             regression = " REGRESSION" if entry.delta is not None and entry.delta < 0 else ""
             outcome = f"score {entry.score:.3f}{delta}{regression}"
+        if entry.note:
+            outcome += f" ({entry.note})"
         lines.append(f"- [{entry.relation}] {entry.commit_message or '(no message)'}: {outcome}")
     return "\n".join(lines)
 
@@ -71,33 +65,52 @@ def _constraints(request: ReflectionRequest) -> str:
     return ""
 
 
-def reflection_messages(request: ReflectionRequest) -> list[dict[str, str]]:
-    parts = [f"The current program (static score {request.parent_score:.3f}):\n```python\n{request.parent_source}\n```"]
+def reflection_messages(request: ReflectionRequest, edit_format: EditFormat = "v4a",
+                        max_prompt_tokens: int | None = None) -> list[dict[str, str]]:
+    """The reflection prompt. With ``max_prompt_tokens`` (a small model's context less its reply), the
+    optional parts go, least useful first, until the prompt fits: the write example, the success case,
+    failure cases beyond the first, the history, the last failure case."""
+    system = SYSTEM.format(imports=", ".join(sorted(ALLOWED_IMPORTS)))
+    head = f"The current program (static score {request.parent_score:.3f}):\n```python\n{request.parent_source}\n```"
+    tail = INSTRUCTIONS[edit_format] + _constraints(request)
     if request.kind == "runtime_fix":
-        parts.append(f"This program broke the contract while running, so it scored 0:\n{request.violation}\n"
-                     "Fix that problem and nothing else.")
-    else:
-        parts.append("History of this line of programs and children already tried from it:\n" + _lineage(request))
-        for i, case in enumerate(request.failures, 1):
-            parts.append(_case(case, f"Failed case {i}"))
-        if request.success is not None:
-            parts.append(_case(request.success, "A case that worked"))
-        if request.write_example is not None:
-            example = request.write_example
-            parts.append(f"What write() received for one raw text:\n  raw_text: {example.get('raw_text', '')}\n"
-                         f"  item: {json.dumps(example.get('item'), ensure_ascii=False)}")
-        parts.append("Find why the failed cases failed (storage, retrieval, or answering) and change the program "
-                     "so that questions like them are answered; avoid repeating changes that regressed.")
-    parts.append(FORMAT + _constraints(request))
-    return [
-        {"role": "system", "content": SYSTEM.format(imports=", ".join(sorted(ALLOWED_IMPORTS)))},
-        {"role": "user", "content": "\n\n".join(parts)},
-    ]
+        body = [f"This program broke the contract while running, so it scored 0:\n{request.violation}\n"
+                "Fix that problem and nothing else."]
+        return _messages(system, [head, *body, tail])
+    optional: list[tuple[str, str]] = [("history", "History of this line of programs and children already tried "
+                                        "from it:\n" + _lineage(request))]
+    optional += [(f"failure {i}", _case(case, f"Failed case {i}")) for i, case in enumerate(request.failures, 1)]
+    if request.success is not None:
+        optional.append(("success", _case(request.success, "A case that worked")))
+    if request.write_example is not None:
+        example = request.write_example
+        optional.append(("write example", f"What write() received for one raw text:\n  raw_text: "
+                         f"{example.get('raw_text', '')}\n  item: {json.dumps(example.get('item'), ensure_ascii=False)}"))
+    ask = ("Find why the failed cases failed (storage, retrieval, or answering) and change the program "
+           "so that questions like them are answered; avoid repeating changes that regressed.")
+    drop_order = ["write example", "success", *(f"failure {i}" for i in range(len(request.failures), 1, -1)),
+                  "history", "failure 1"]
+    kept = dict(optional)
+    while max_prompt_tokens is not None and _tokens(system, [head, *kept.values(), ask, tail]) > max_prompt_tokens:
+        droppable = [name for name in drop_order if name in kept]
+        if not droppable:
+            break  # the program itself does not fit: the endpoint will refuse, and the parent is discarded
+        del kept[droppable[0]]
+    return _messages(system, [head, *kept.values(), ask, tail])
 
 
-def repair_messages(messages: list[dict[str, str]], reply: str, error: str, attempt: int, limit: int) -> list[dict[str, str]]:
+def _messages(system: str, parts: list[str]) -> list[dict[str, str]]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def _tokens(system: str, parts: list[str]) -> int:
+    return int((len(system) + sum(len(p) + 2 for p in parts)) / CHARS_PER_TOKEN)
+
+
+def repair_messages(messages: list[dict[str, str]], reply: str, error: str, attempt: int, limit: int,
+                    edit_format: EditFormat = "v4a") -> list[dict[str, str]]:
     return messages + [
         {"role": "assistant", "content": reply},
         {"role": "user", "content": f"Attempt {attempt} of {limit} failed:\n{error}\n\nReply again with a "
-                                    "COMMIT_MESSAGE line and a corrected patch against the ORIGINAL program."},
+                                    f"COMMIT_MESSAGE line and {REPAIR_ASK[edit_format]}."},
     ]

@@ -19,8 +19,10 @@ from mstar_ray.contract import REQUIRED_CONSTANTS, check_source, inspect_program
 from mstar_ray.llm.errors import RequestRefused
 from mstar_ray.llm.usage import CallLog
 from mstar_ray.program_id import program_id
-from mstar_ray.reflect.prompt import reflection_messages, repair_messages
-from mstar_ray.reflect.reply import ReplyError, parse_reply
+from mstar_ray.reflect.edit_formats import EditFormat, read_edit
+from mstar_ray.reflect.function_edit import EditError
+from mstar_ray.reflect.prompt import CHARS_PER_TOKEN, reflection_messages, repair_messages
+from mstar_ray.reflect.reply import ReplyError
 from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.reflect.v4a import PatchError, apply_patch, make_patch
 
@@ -34,10 +36,10 @@ class Child(BaseModel):
     origin: str
     commit_message: str
     patch: str | None
-    edit_format: Literal["v4a", "file", "mutation"]
+    edit_format: Literal["v4a", "function", "file", "mutation"]
     attempts: int
     errors: list[str] = []  # of the failed attempts before this one
-    tolerances: list[str] = []  # fixes the tolerant V4A reading had to make
+    tolerances: list[str] = []  # fixes the tolerant reading had to make (V4A) or what it dropped (function)
 
 
 class Discard(BaseModel):
@@ -92,29 +94,23 @@ def check_child(parent: str, child: str, request: ReflectionRequest, smoke: Smok
     return smoke(child)
 
 
-def apply_reply(parent: str, reply_text: str) -> tuple[str, str, str | None, str, list[str]]:
-    """(child source, commit message, patch, edit format, tolerances) from a reflector's reply. A patch
-    the strict V4A reading refuses is read tolerantly; if that fails too, the strict error is raised."""
-    reply = parse_reply(reply_text)
-    if reply.patch is None:
-        return reply.full_source or "", reply.commit_message, None, "file", []
-    try:
-        result = apply_patch(parent, reply.patch)
-    except PatchError as strict:
-        try:
-            result = apply_patch(parent, reply.patch, tolerant=True)
-        except PatchError:
-            raise strict from None
-    return result.source, reply.commit_message, reply.patch, "v4a", list(result.tolerances)
-
-
 class LLMReflector:
-    def __init__(self, client, *, max_repairs: int = 3):
+    def __init__(self, client, *, edit_format: EditFormat = "v4a", context_tokens: int | None = None,
+                 max_repairs: int = 3):
         self.client = client
+        self.edit_format = edit_format
+        self.context_tokens = context_tokens
         self.max_repairs = max_repairs
 
+    def _prompt_budget(self, reserved_chars: int = 0) -> int | None:
+        """Prompt tokens left in the model's context once its reply (and a repair turn's extra text)
+        are set aside; None when the context is not configured."""
+        if self.context_tokens is None:
+            return None
+        return self.context_tokens - self.client.endpoint.config.max_tokens - int(reserved_chars / CHARS_PER_TOKEN)
+
     def reflect(self, request: ReflectionRequest, smoke: SmokeTest) -> Child | Discard:
-        messages = reflection_messages(request)
+        messages = reflection_messages(request, self.edit_format, self._prompt_budget())
         limit = self.max_repairs + 1
         errors: list[str] = []
         for attempt in range(1, limit + 1):
@@ -126,18 +122,21 @@ class LLMReflector:
                 # e.g. a prompt longer than a small model's context: this parent cannot be reflected on here
                 return Discard(parent=request.parent_id, reason=str(refused), attempts=attempt, errors=[*errors, str(refused)])
             try:
-                source, message, patch, edit_format, tolerances = apply_reply(request.parent_source, reply)
-                error = check_child(request.parent_source, source, request, smoke)
-            except (ReplyError, PatchError) as exc:
+                edit = read_edit(request.parent_source, reply, self.edit_format)
+                error = check_child(request.parent_source, edit.source, request, smoke)
+            except (ReplyError, PatchError, EditError) as exc:
                 error = str(exc)
             if error is None:
                 return Child(
-                    id=program_id(source), source=source, parent=request.parent_id, origin="reflection",
-                    commit_message=message, patch=patch, edit_format=edit_format, attempts=attempt, errors=errors,
-                    tolerances=tolerances,
+                    id=program_id(edit.source), source=edit.source, parent=request.parent_id, origin="reflection",
+                    commit_message=edit.commit_message, patch=edit.text, edit_format=edit.edit_format,
+                    attempts=attempt, errors=errors, tolerances=edit.tolerances,
                 )
             errors.append(error)
-            messages = repair_messages(messages, reply, error, attempt, limit)
+            # The repair turn carries this attempt's reply and error (so it never repeats a cached request)
+            # on the original request, not the whole conversation, which a small context cannot hold.
+            base = reflection_messages(request, self.edit_format, self._prompt_budget(len(reply) + len(error) + 200))
+            messages = repair_messages(base, reply, error, attempt, limit, self.edit_format)
         return Discard(parent=request.parent_id, reason=f"no valid child after {limit} attempts", attempts=limit, errors=errors)
 
 

@@ -1,7 +1,9 @@
-"""Reading the reflector's reply: a commit message and a V4A patch, or a whole program as fallback.
+"""Reading the reflector's reply: its commit message, and whichever of a V4A patch, a whole program or
+Python code blocks (definitions) it holds.
 
 Models wrap patches in code fences, write several drafts and label the commit message in many ways;
-this module only finds the pieces. Whether the patch applies is ``mstar_ray.reflect.v4a``'s business.
+this module only finds the pieces. Which piece is used, and whether it applies, is the edit format's
+business (``mstar_ray.reflect.edit_formats``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ _PYTHON_INFO = ("python", "py", "python3", "")
 
 
 class ReplyError(ValueError):
-    """A reply with neither a patch nor a whole program; the message says what was expected."""
+    """A reply without the piece its edit format needs; the message says what was expected."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class ReflectorReply:
     commit_message: str
     patch: str | None  # the last "*** Begin Patch" ... "*** End Patch" block, markers included
     full_source: str | None  # only when there is no patch: the last ```python block with the program
+    code_blocks: tuple[str, ...] = ()  # every ```python (or unlabelled) block outside a patch, in order
 
 
 @dataclass(frozen=True)
@@ -46,14 +49,35 @@ def parse_reply(text: str) -> ReflectorReply:
     lines = text.replace("\r\n", "\n").split("\n")
     fences = _fences(lines)
     patches = _patch_spans(lines, fences)
+    code = [f for f in fences if f.info in _PYTHON_INFO and not any(p.covers(f.start + 1) for p in patches)]
+    blocks = tuple(_inside(lines, f) for f in code)
     patch = full_source = None
+    chosen: _Span | None = None
     if patches:
-        block = patches[-1]
-        patch = "\n".join(lines[block.start : block.end + 1]) + "\n"
+        chosen = patches[-1]
+        patch = "\n".join(lines[chosen.start : chosen.end + 1]) + "\n"
     else:
-        block = _program_fence(lines, fences)
-        full_source = "\n".join(lines[block.start + 1 : block.end]) + "\n"
-    return ReflectorReply(_commit_message(lines, fences, patches + [block], block), patch, full_source)
+        programs = [f for f in code if "class KnowledgeBase" in _inside(lines, f)]
+        if programs:
+            chosen = programs[-1]
+            full_source = _inside(lines, chosen)
+        elif code:
+            chosen = code[-1]
+    message = _commit_message(lines, fences, patches + code, chosen) if chosen else _loose_commit_message(lines)
+    return ReflectorReply(message, patch, full_source, blocks)
+
+
+def _inside(lines: list[str], fence: _Span) -> str:
+    return "\n".join(lines[fence.start + 1 : fence.end]) + "\n"
+
+
+def _loose_commit_message(lines: list[str]) -> str:
+    """A reply with no block at all: its labelled line, if any."""
+    for line in lines:
+        match = _COMMIT.match(line)
+        if match and _clean(match.group(1)):
+            return _clean(match.group(1))[:MAX_COMMIT_CHARS]
+    return ""
 
 
 def _fences(lines: list[str]) -> list[_Span]:
@@ -99,22 +123,6 @@ def _patch_spans(lines: list[str], fences: list[_Span]) -> list[_Span]:
         for fence in fences
         if any(_PATCH_HEADER.match(line) for line in lines[fence.start + 1 : fence.end])
     ]
-
-
-def _program_fence(lines: list[str], fences: list[_Span]) -> _Span:
-    programs = [
-        fence
-        for fence in fences
-        if fence.info in _PYTHON_INFO
-        and any("class KnowledgeBase" in line for line in lines[fence.start + 1 : fence.end])
-    ]
-    if not programs:
-        raise ReplyError(
-            f"the reply holds no V4A patch (a block from a line '{BEGIN}' to a line '{END}') and no whole "
-            "program (a ```python block containing 'class KnowledgeBase'). Reply with a line "
-            "'COMMIT_MESSAGE: <what changes and why>' followed by one V4A patch."
-        )
-    return programs[-1]
 
 
 def _commit_message(lines: list[str], fences: list[_Span], blocks: list[_Span], chosen: _Span) -> str:

@@ -17,6 +17,7 @@ Arrow IPC streams fsync'ed after each append.
       cache.sqlite         the run-wide LLM reply cache
       summary.json         the final summary (whole file, atomic), absent while the run is live
       best.py              the best program's source, written at the end of the run
+      structure.json       the population's structural families and 2-D map, written at the end of the run
 
 The ``*.arrows`` logs are Arrow IPC *stream* files whose schemas live in ``mstar_ray.runlog.schemas``;
 they read without mstar_ray (see ``mstar_ray.runlog.writer`` for how).
@@ -32,6 +33,7 @@ PROGRAMS = "programs"
 CACHE = "cache.sqlite"
 SUMMARY = "summary.json"
 BEST = "best.py"
+STRUCTURE = "structure.json"
 LOG_SUFFIX = ".arrows"
 
 

@@ -53,7 +53,12 @@ def check_schema(found: pa.Schema, table: str, path: Path) -> None:
             f"{path} was written with run-log schema version {version}, newer than version {SCHEMA_VERSION} "
             "that this mstar_ray reads: upgrade mstar_ray to read this run"
         )
-    if version != SCHEMA_VERSION or not found.equals(schema_for(table), check_metadata=False):
+    if version < SCHEMA_VERSION:
+        raise LogFormatError(
+            f"{path} was written with run-log schema version {version}, older than version {SCHEMA_VERSION} that "
+            "this mstar_ray writes: read or resume it with the mstar_ray release that started the run"
+        )
+    if not found.equals(schema_for(table), check_metadata=False):
         raise LogFormatError(f"{path} claims schema version {version} but its {table!r} columns differ:\n{found}")
 
 

@@ -22,7 +22,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import pyarrow as pa
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt, field_validator
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: candidates gained tolerances, structural_key, duplicate_of and the novelties
 VERSION_KEY = b"mstar_ray.schema_version"
 TABLE_KEY = b"mstar_ray.table"
 
@@ -54,6 +54,7 @@ class CandidateRow(Row):
     commit_message: str = ""
     patch: str | None = None
     edit_format: str | None = None
+    tolerances: list[str] = Field(default_factory=list)  # fixes a tolerant reading of the reflector's reply made
     status: Literal["evaluated", "violation", "discarded", "duplicate"]
     iteration: Int32
     static_score: float | None = None
@@ -72,6 +73,10 @@ class CandidateRow(Row):
     node_id: str = ""
     fix_round: Int32 = 0
     write_example: str | None = None  # JSON: the first item stored and its raw text, for reflection prompts
+    structural_key: str | None = None  # equal for programs that differ only in layout, comments, docstrings
+    duplicate_of: str | None = None  # status "duplicate": the program it repeats (whose scores it carries)
+    novelty_parent: float | None = None  # normalised tree edit distance to the parent
+    novelty_population: float | None = None  # ... to the nearest program known (queued) before it
     finished_at: AwareDatetime = Field(default_factory=_now)
 
 
@@ -148,6 +153,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         _req("commit_message", pa.string()),
         _opt("patch", pa.string()),
         _opt("edit_format", pa.string()),
+        _req("tolerances", pa.list_(pa.string())),
         _req("status", pa.string()),
         _req("iteration", pa.int32()),
         _opt("static_score", pa.float64()),
@@ -166,6 +172,10 @@ SCHEMAS: dict[str, pa.Schema] = {
         _req("node_id", pa.string()),
         _req("fix_round", pa.int32()),
         _opt("write_example", pa.string()),
+        _opt("structural_key", pa.string()),
+        _opt("duplicate_of", pa.string()),
+        _opt("novelty_parent", pa.float64()),
+        _opt("novelty_population", pa.float64()),
         _req("finished_at", TIMESTAMP),
     ),
     "results": _schema(

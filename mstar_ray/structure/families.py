@@ -1,0 +1,39 @@
+"""A population's structural families: k-medoids on the normalised tree-edit-distance matrix (k chosen by
+silhouette) and a 2-D map by classical MDS, as one record the driver stores with the run
+(``structure.json``) and the report draws."""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel
+
+from mstar_ray.structure.clusters import choose_k, classical_mds, k_medoids, silhouette
+from mstar_ray.structure.tree import Level
+
+MAX_FAMILIES = 6
+
+
+class Families(BaseModel):
+    level: Level
+    ids: list[str]
+    scores: list[float]
+    labels: list[int]  # family of each program, 0..k-1
+    medoids: list[str]  # the program at the centre of each family, by family
+    silhouette: float  # of the chosen clustering; 0 when there is one family
+    coords: list[tuple[float, float]]  # classical MDS of the distance matrix
+    mean_distance: float  # over all pairs: how spread out the population is
+
+
+def find_families(matrix: np.ndarray, ids: list[str], scores: list[float], level: Level, seed: int = 0) -> Families:
+    n = len(ids)
+    if matrix.shape != (n, n) or len(scores) != n:
+        raise ValueError(f"{n} ids and {len(scores)} scores for a {matrix.shape} matrix")
+    k = choose_k(matrix, MAX_FAMILIES, seed) if n else 1
+    medoids, labels = k_medoids(matrix, k, seed) if n else (np.array([], dtype=int), np.array([], dtype=int))
+    coords = classical_mds(matrix, 2) if n else np.zeros((0, 2))
+    upper = matrix[np.triu_indices(n, 1)]
+    return Families(
+        level=level, ids=ids, scores=scores, labels=[int(label) for label in labels],
+        medoids=[ids[int(m)] for m in medoids], silhouette=silhouette(matrix, labels) if k > 1 else 0.0,
+        coords=[(float(x), float(y)) for x, y in coords], mean_distance=float(upper.mean()) if len(upper) else 0.0,
+    )

@@ -1,0 +1,63 @@
+"""What the search knows about the structure of the programs it has queued: one structural key each, for
+deduplication, and one tree each (at the run's abstraction level), for the novelty of a newcomer.
+
+Sources are parsed here, never run. A program whose tree cannot be built (a parser limit) gets no key
+and no novelty; it is still evaluated, and its sandbox decides what it is worth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mstar_ray.structure.matrix import distances_to
+from mstar_ray.structure.ted import normalised_distance
+from mstar_ray.structure.tree import Level, Tree, program_tree, structural_key
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a new program stands among the known ones."""
+
+    key: str | None
+    duplicate_of: str | None  # the first known program with the same key
+    to_parent: float | None  # normalised tree edit distance to its parent
+    to_population: float | None  # to the nearest known program
+    tree: Tree | None = None
+
+
+class StructureIndex:
+    def __init__(self, level: Level = "names"):
+        self.level = level
+        self._first_by_key: dict[str, str] = {}
+        self._trees: dict[str, Tree] = {}
+
+    def __len__(self) -> int:
+        return len(self._trees)
+
+    def place(self, source: str, parent: str | None) -> Placement:
+        """The program's key, the program it repeats (if any) and its novelty, against what is known
+        now; it is not added (``add`` does that once it is queued)."""
+        try:
+            key, tree = structural_key(source), program_tree(source, self.level)
+        except (ValueError, SyntaxError, RecursionError, MemoryError):
+            return Placement(None, None, None, None)
+        known = list(self._trees.values())
+        to_parent = normalised_distance(tree, self._trees[parent]) if parent in self._trees else None
+        to_population = float(np.min(distances_to(tree, known))) if known else None
+        return Placement(key, self._first_by_key.get(key), to_parent, to_population, tree)
+
+    def learn(self, program_id: str, source: str) -> None:
+        """Know a program without placing it (a resume re-reading its population)."""
+        try:
+            tree = program_tree(source, self.level)
+            self.add(program_id, Placement(structural_key(source), None, None, None, tree))
+        except (ValueError, SyntaxError, RecursionError, MemoryError):
+            return
+
+    def add(self, program_id: str, placement: Placement) -> None:
+        if placement.key is None or placement.tree is None:
+            return
+        self._first_by_key.setdefault(placement.key, program_id)
+        self._trees.setdefault(program_id, placement.tree)

@@ -1,0 +1,125 @@
+"""Exact tree edit distance with unit costs (insert, delete, rename = 1): the quantity APTED computes.
+
+The algorithm is Zhang and Shasha's (1989) dynamic programme over keyroot pairs, with two choices that
+make it fast enough to fill a population's distance matrix:
+
+- its hot loop is compiled with numba. In pure Python (the ``apted`` package) a pair of seed-size
+  programs (~230 nodes here) takes over half a second, and a population of 100 has 4,950 pairs;
+- each pair is decomposed along left paths or right paths, whichever costs fewer table cells for that
+  pair. Zhang-Shasha on the mirrored trees (every node's children reversed) computes the same distance,
+  and syntax trees are lopsided (a node's first children tend to be small, a function's arguments or an
+  ``if``'s test, and its last ones large, the body), so the cheaper orientation, usually right paths,
+  halves the work on a population of seeds and mutants (measured: 1.9x). This is the two-strategy
+  special case of what APTED chooses per subtree; its full strategy could save more on large trees,
+  at several times the code.
+
+``tree_distance`` of two seed-size programs takes one to two milliseconds, some 400 times less than
+``apted``'s on the same trees, and programs three times that size about ten times longer (the cost grows
+with the product of the two trees' keyroot subtree sizes); ``scripts/bench_structure.py`` measures it.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from mstar_ray.structure.tree import Tree
+
+
+def tree_distance(a: Tree, b: Tree) -> int:
+    """The least number of node insertions, deletions and renames that turn ``a`` into ``b``."""
+    return int(_distance(a.labels, a.sizes, a.mirror_labels, a.mirror_sizes,
+                         b.labels, b.sizes, b.mirror_labels, b.mirror_sizes))
+
+
+def normalised_distance(a: Tree, b: Tree) -> float:
+    """``2d / (|a| + |b| + d)``, in [0, 1]: 0 only for equal trees, and below 1 for any two trees
+    (renaming root to root is always cheaper than deleting and inserting everything).
+
+    Deleting all of ``a`` and inserting all of ``b`` is always an edit script, so ``d <= |a| + |b|``,
+    which bounds this by 1. Unlike ``d / (|a| + |b|)`` or ``d / max(|a|, |b|)`` (the latter is not even
+    bounded: a path and a star of n nodes are nearly 2n apart), this normalisation keeps the triangle
+    inequality (Li and Zhang, "A metric normalization of tree edit distance", 2011), which the medoid
+    clustering and the distance map built on it rely on to be meaningful.
+    """
+    return normalise(tree_distance(a, b), a.size, b.size)
+
+
+def normalise(distance: int, size_a: int, size_b: int) -> float:
+    total = size_a + size_b + distance
+    return 2.0 * distance / total if total else 0.0
+
+
+@numba.njit(cache=True)
+def _keyroot_cells(sizes: np.ndarray) -> int:
+    """Cells Zhang-Shasha fills on this tree's side: the sum over keyroots of subtree size + 1."""
+    n = sizes.shape[0]
+    seen = np.zeros(n, dtype=np.bool_)
+    cells = 0
+    for i in range(n - 1, -1, -1):
+        leftmost = i - sizes[i] + 1
+        if not seen[leftmost]:
+            seen[leftmost] = True
+            cells += sizes[i] + 1
+    return cells
+
+
+@numba.njit(cache=True)
+def _keyroots(sizes: np.ndarray) -> np.ndarray:
+    """Nodes with no ancestor sharing their leftmost leaf (the root and every non-first child), in
+    increasing postorder so each keyroot's subproblems are solved before it needs them."""
+    n = sizes.shape[0]
+    seen = np.zeros(n, dtype=np.bool_)
+    chosen = np.zeros(n, dtype=np.bool_)
+    for i in range(n - 1, -1, -1):
+        leftmost = i - sizes[i] + 1
+        if not seen[leftmost]:
+            seen[leftmost] = True
+            chosen[i] = True
+    return np.nonzero(chosen)[0]
+
+
+@numba.njit(cache=True)
+def _zhang_shasha(labels_a: np.ndarray, sizes_a: np.ndarray, labels_b: np.ndarray, sizes_b: np.ndarray) -> int:
+    n_a, n_b = labels_a.shape[0], labels_b.shape[0]
+    leftmost_a = np.arange(n_a) - sizes_a + 1
+    leftmost_b = np.arange(n_b) - sizes_b + 1
+    tree = np.zeros((n_a, n_b), dtype=np.int32)  # distances between subtrees, filled keyroot by keyroot
+    forest = np.empty((n_a + 1, n_b + 1), dtype=np.int32)
+    for ka in _keyroots(sizes_a):
+        la = leftmost_a[ka]
+        rows = ka - la + 2
+        for kb in _keyroots(sizes_b):
+            lb = leftmost_b[kb]
+            cols = kb - lb + 2
+            # forest[x, y]: distance between the forests of the first x-1 nodes of ka's subtree (in
+            # postorder, from la) and the first y-1 of kb's; row and column 0 are the empty forest.
+            for y in range(cols):
+                forest[0, y] = y
+            for x in range(1, rows):
+                a = la + x - 1
+                forest[x, 0] = x
+                whole_a = leftmost_a[a] == la
+                pa = leftmost_a[a] - la
+                for y in range(1, cols):
+                    b = lb + y - 1
+                    best = min(forest[x - 1, y], forest[x, y - 1]) + 1
+                    if whole_a and leftmost_b[b] == lb:
+                        # both prefixes are whole trees: match their roots
+                        best = min(best, forest[x - 1, y - 1] + (labels_a[a] != labels_b[b]))
+                        tree[a, b] = best
+                    else:
+                        # match the last subtrees whole, at the cost found when they were keyroot pairs
+                        best = min(best, forest[pa, leftmost_b[b] - lb] + tree[a, b])
+                    forest[x, y] = best
+    return tree[n_a - 1, n_b - 1]
+
+
+@numba.njit(cache=True)
+def _distance(labels_a, sizes_a, mirror_labels_a, mirror_sizes_a, labels_b, sizes_b, mirror_labels_b,
+              mirror_sizes_b) -> int:
+    left = _keyroot_cells(sizes_a) * _keyroot_cells(sizes_b)
+    right = _keyroot_cells(mirror_sizes_a) * _keyroot_cells(mirror_sizes_b)
+    if right < left:
+        return _zhang_shasha(mirror_labels_a, mirror_sizes_a, mirror_labels_b, mirror_sizes_b)
+    return _zhang_shasha(labels_a, sizes_a, labels_b, sizes_b)

@@ -1,0 +1,25 @@
+"""Every shipped experiment config loads, with its seeds found: a typo there would meet a user first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mstar_ray.reflect.edit_formats import resolve_format
+from mstar_ray.run_config import load_run_config, resolve_seeds
+
+EXPERIMENTS = sorted((Path(__file__).resolve().parents[1] / "experiments").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=[p.stem for p in EXPERIMENTS])
+def test_experiment_config_loads(path: Path) -> None:
+    config = load_run_config(path)
+    assert all(seed.exists() for seed in resolve_seeds(config, path))
+
+
+def test_the_local_llm_experiment_needs_no_key_and_writes_functions() -> None:
+    config = load_run_config(next(p for p in EXPERIMENTS if p.stem == "local-llm"))
+    assert all(endpoint.api_key_env is None for endpoint in config.llm.endpoints().values())
+    reflector = config.llm.reflector
+    assert resolve_format(reflector.edit_format, reflector.model) == "function" and reflector.context_tokens
