@@ -37,8 +37,8 @@ class SplitConfig(_Section):
 class SearchConfig(_Section):
     seeds: list[str] = Field(default_factory=lambda: list(DEFAULT_SEEDS), min_length=1)
     seed: int = Field(0, description="every random choice of the run derives from it")
-    max_candidates: int | None = Field(20, gt=0, description="children to evaluate (seeds not counted; a "
-                                       "structural duplicate, whose score is reused, counts too)")
+    max_candidates: int | None = Field(20, gt=0, description="children to evaluate (seeds, discards and "
+                                       "duplicates not counted); without max_iterations, at most 5 reflections each")
     max_iterations: int | None = Field(None, gt=0, description="reflections to start")
     max_wall_s: float | None = Field(None, gt=0)
     parent_selection: Literal["softmax", "greedy", "chain"] = "softmax"

@@ -138,7 +138,8 @@ def test_a_prompt_for_a_small_context_drops_cases_first_and_keeps_the_program() 
     full = request(failures=[case, case, case], success=case.model_copy(update={"score": 1.0}),
                    write_example={"raw_text": "hello", "item": {"speaker": "A"}})
     roomy = reflection_messages(full, "function")[1]["content"]
-    budget = 2000
+    one_case = reflection_messages(request(failures=[case]), "function")
+    budget = int((len(one_case[0]["content"]) + len(one_case[1]["content"])) / CHARS_PER_TOKEN) + 10
     tight = reflection_messages(full, "function", max_prompt_tokens=budget)
     text = tight[0]["content"] + tight[1]["content"]
     assert len(text) / CHARS_PER_TOKEN <= budget < len(roomy) / CHARS_PER_TOKEN

@@ -75,6 +75,24 @@ def test_with_one_reflector_and_one_evaluator_the_run_is_repeatable(tmp_path):
     assert populations[0] == populations[1]
 
 
+def test_a_reflector_that_never_gives_a_child_cannot_spin_for_ever(tmp_path):
+    from tests.scripted_server import ScriptedServer
+
+    with ScriptedServer(reply="I would make read() better.") as server:
+        config = yaml.safe_load(Path(write_config(tmp_path, reflector="llm", max_candidates=1, max_repairs=0,
+                                                  reflections_in_flight=1)).read_text())
+        config["llm"]["reflector"] = {"base_url": server.base_url, "model": "scripted", "json_mode": False}
+        path = tmp_path / "spin.yaml"
+        path.write_text(yaml.safe_dump(config))
+        run_dir = tmp_path / "run"
+        assert main(["run", str(path), "--run-dir", str(run_dir)]) == 0
+        requests = server.requests
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["discarded"] == 5 and summary["candidates_evaluated"] == 0
+    assert "5 reflections gave fewer than max_candidates (1)" in summary["stop_reason"]
+    assert requests == 5  # one reply per reflection (no repairs): nothing more was spent
+
+
 def test_a_bad_config_names_the_key_and_starts_nothing(tmp_path, capsys):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump({"search": {"max_candidate": 3, "tau": 0}}))

@@ -41,7 +41,8 @@ def test_a_structural_duplicate_is_not_evaluated_and_novelty_is_logged(tmp_path)
         config = {
             "task": {"name": "synthetic", "seed": 1},
             "split": {"static_size": 6, "rotating_size": 2, "train_ratio": 2.0},
-            "search": {"seeds": [str(SEEDS / "vector_search.py")], "max_candidates": 2, "reflector": "llm",
+            "search": {"seeds": [str(SEEDS / "vector_search.py")], "max_candidates": 2, "max_iterations": 2,
+                       "reflector": "llm",
                        "reflections_in_flight": 1, "evaluations_in_flight": 1},
             "llm": {"embedding": {"kind": "hashing"},
                     "reflector": {"base_url": server.base_url, "model": "scripted", "json_mode": False}},

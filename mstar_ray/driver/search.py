@@ -42,6 +42,9 @@ from mstar_ray.structure.tree import program_tree
 from mstar_ray.tasks.model import Task
 
 MAX_DONORS = 6
+# Without max_iterations, reflections stop at this many per wanted child: a reflector whose children are
+# all discarded or duplicates must not spin (and spend) for ever.
+REFLECTIONS_PER_CANDIDATE = 5
 MAX_REPLACEMENTS_PER_ACTOR = 3
 WAIT_S = 1.0
 
@@ -220,7 +223,7 @@ class SearchDriver:
         """Whether a new reflection may start; else remembers which budget stopped it."""
         cfg = self.config.search
         reflecting = sum(1 for f in self.flights.values() if f.kind == "reflect")
-        committed = self.state.evaluated + self.state.duplicates + self._children_pending() + reflecting
+        committed = self.state.evaluated + self._children_pending() + reflecting
         budget = self.gateway.snapshot().stop
         if budget:
             self.stop_reason = budget
@@ -228,6 +231,10 @@ class SearchDriver:
             self.blocked = f"max_candidates ({cfg.max_candidates}) reached"
         elif cfg.max_iterations is not None and self.iterations >= cfg.max_iterations:
             self.blocked = f"max_iterations ({cfg.max_iterations}) reached"
+        elif cfg.max_iterations is None and cfg.max_candidates is not None and \
+                self.iterations >= REFLECTIONS_PER_CANDIDATE * cfg.max_candidates:
+            self.blocked = (f"{self.iterations} reflections gave fewer than max_candidates ({cfg.max_candidates}) "
+                            "children to evaluate (discards and duplicates); set max_iterations to allow more")
         elif cfg.max_wall_s is not None and time.monotonic() - self.started >= cfg.max_wall_s:
             self.blocked = f"max_wall_s ({cfg.max_wall_s:g} s) reached"
         else:
