@@ -28,6 +28,8 @@ import io
 import tokenize
 from dataclasses import dataclass, field
 
+from mstar_ray.program_ast import assigned_name, is_docstring
+
 KNOWLEDGE_BASE = "KnowledgeBase"
 
 
@@ -61,7 +63,7 @@ def merge_definitions(parent: str, code: str) -> MergeResult:
     snippet_lines = _dedent(code).splitlines()
     program = _Program(parent)
     result = MergeResult(source=parent)
-    definitions = [node for node in reply.body if not _is_docstring(node)]
+    definitions = [node for node in reply.body if not is_docstring(node)]
     if not definitions:
         raise EditError("the code in the reply defines nothing: give whole def/class blocks or constants")
     for node in definitions:
@@ -82,7 +84,7 @@ def merge_definitions(parent: str, code: str) -> MergeResult:
                         result.replaced.append(owner)
             else:
                 (result.replaced if program.put_top(node.name, text) else result.added).append(node.name)
-        elif (name := _assigned_name(node)) is not None:
+        elif (name := assigned_name(node)) is not None:
             if name == "COMMIT_MESSAGE":
                 value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
                 if isinstance(value, ast.Constant) and isinstance(value.value, str):
@@ -107,26 +109,14 @@ def _dedent(code: str) -> str:
     return "\n".join(line[len(indent):] if line.startswith(indent) else line for line in lines) + "\n"
 
 
-def _is_docstring(node: ast.stmt) -> bool:
-    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-
-
 def _is_method(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     args = node.args.posonlyargs + node.args.args
     return bool(args) and args[0].arg in ("self", "cls")
 
 
 def _only_methods(node: ast.ClassDef) -> bool:
-    body = [stmt for stmt in node.body if not _is_docstring(stmt) and not isinstance(stmt, ast.Pass)]
+    body = [stmt for stmt in node.body if not is_docstring(stmt) and not isinstance(stmt, ast.Pass)]
     return bool(body) and all(isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) for stmt in body)
-
-
-def _assigned_name(node: ast.stmt) -> str | None:
-    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-        return node.targets[0].id
-    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-        return node.target.id
-    return None
 
 
 def _is_literal(node: ast.Assign | ast.AnnAssign) -> bool:
@@ -194,7 +184,7 @@ class _Program:
         for node in self._module().body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
                 return node
-            if _assigned_name(node) == name:
+            if assigned_name(node) == name:
                 return node
         return None
 
@@ -203,7 +193,7 @@ class _Program:
 
     def has_assignment(self, name: str) -> bool:
         found = self._top(name)
-        return found is not None and _assigned_name(found) == name
+        return found is not None and assigned_name(found) == name
 
     def has_class(self, name: str) -> bool:
         return isinstance(self._top(name), ast.ClassDef)
@@ -231,7 +221,7 @@ class _Program:
         if found is not None:
             self._replace(found, text)
             return True
-        assignments = [n for n in self._module().body if _assigned_name(n) is not None]
+        assignments = [n for n in self._module().body if assigned_name(n) is not None]
         at = assignments[-1].end_lineno if assignments else self._after_imports()
         self.lines[at:at] = text.splitlines()
         return False

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from mstar_ray.contract import LOGIC_CLASS, REQUIRED_CONSTANTS, SCHEMA_CLASSES, check_source
+from mstar_ray.program_ast import is_docstring
 
 # read() may return at most this many characters (the contract); limits on it never go above.
 READ_LIMIT = 3000
@@ -263,13 +264,9 @@ def _weighted_shuffle(items: Sequence[T], weights: Sequence[float], rng: random.
     return order
 
 
-def _is_docstring(stmt: ast.stmt) -> bool:
-    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
-
-
 def _first_statement(fn: ast.FunctionDef) -> ast.stmt | None:
     """The first statement after the docstring, if it starts on its own line."""
-    body = fn.body[1:] if fn.body and _is_docstring(fn.body[0]) and len(fn.body) > 1 else fn.body
+    body = fn.body[1:] if fn.body and is_docstring(fn.body[0]) and len(fn.body) > 1 else fn.body
     first = body[0] if body else None
     return first if first is not None and first.lineno > fn.lineno else None
 
@@ -631,7 +628,7 @@ class _Transplant:
         body = self.receiver.tree.body
         last = max((s for s in body if isinstance(s, (ast.Import, ast.ImportFrom))), key=lambda s: s.end_lineno, default=None)
         if last is None:
-            last = body[0] if body and _is_docstring(body[0]) else None
+            last = body[0] if body and is_docstring(body[0]) else None
         offset = self.receiver.line_end(last.end_lineno) if last else 0
         self.edits.append(_Edit(offset, offset, "".join(sorted(set(lines)))))
         self.carried.extend(line.split()[-1] for line in sorted(set(lines)))
@@ -950,7 +947,7 @@ _GUARD_LOCALS = frozenset({"said"})
 
 
 def _stores_something(fn: ast.FunctionDef) -> bool:
-    body = [s for s in fn.body if not _is_docstring(s)]
+    body = [s for s in fn.body if not is_docstring(s)]
     return any(not isinstance(s, ast.Pass) and not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)) for s in body)
 
 

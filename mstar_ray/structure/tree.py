@@ -26,6 +26,8 @@ from typing import Literal
 
 import numpy as np
 
+from mstar_ray.program_ast import is_docstring
+
 Level = Literal["exact", "names", "shape"]
 LEVELS: tuple[Level, ...] = ("exact", "names", "shape")
 
@@ -105,7 +107,7 @@ def _fill(parent: _Node, node: ast.AST, level: Level) -> None:
         if field in _IGNORED_FIELDS:
             continue
         items = value if isinstance(value, list) else [value]
-        if isinstance(node, _DOCSTRING_OWNERS) and field == "body" and items and _is_docstring(items[0]):
+        if isinstance(node, _DOCSTRING_OWNERS) and field == "body" and items and is_docstring(items[0]):
             items = items[1:]
         if isinstance(node, ast.Module) and field == "body":
             items = [item for item in items if not _is_metadata(item)]
@@ -150,11 +152,6 @@ def _literal_kind(value: object) -> str:
     if isinstance(value, (str, bytes)):
         return "str"
     return repr(value)  # None and Ellipsis are their own kind
-
-
-def _is_docstring(statement: ast.AST) -> bool:
-    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) and \
-        isinstance(statement.value.value, str)
 
 
 def _is_metadata(statement: ast.AST) -> bool:
