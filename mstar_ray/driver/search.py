@@ -36,9 +36,8 @@ from mstar_ray.run_config import RunConfig
 from mstar_ray.search.jobs import EvalJob, EvalOutcome
 from mstar_ray.search.population import Member, Population
 from mstar_ray.search.split import SplitPlan
-from mstar_ray.structure.families import Families, find_families
+from mstar_ray.structure.families import Families, population_families
 from mstar_ray.structure.index import StructureIndex
-from mstar_ray.structure.tree import program_tree
 from mstar_ray.tasks.model import Task
 
 MAX_DONORS = 6
@@ -462,20 +461,12 @@ class SearchDriver:
                          stop_reason=self.stop_reason, families=families)
 
     def _families(self) -> Families | None:
-        """The population's structural families, its distance matrix spread over the cluster as Ray tasks."""
-        level = self.config.search.structure_level
-        members, trees = [], []
-        for member in self.population.members:
-            try:
-                trees.append(program_tree(member.source, level))
-            except (ValueError, SyntaxError, RecursionError, MemoryError):
-                continue  # a parser limit: this member is left off the map
-            members.append(member)
-        if not members:
-            return None
+        """The population's structural families, its distance matrix spread over the cluster as Ray tasks;
+        the trees are the ones the structure index built when each program was queued."""
         self.state.phase = "structural families"
         self.progress.update(self.state, force=True)
-        families = find_families(pairwise_on_ray(trees), [m.id for m in members], [m.score for m in members], level,
-                                 seed=self.config.search.seed)
-        self.run_dir.write_families(families)
+        families = population_families(self.population.members, self.structure, seed=self.config.search.seed,
+                                       matrix=pairwise_on_ray)
+        if families is not None:
+            self.run_dir.write_families(families)
         return families

@@ -23,9 +23,8 @@ from mstar_ray.driver.resume import restore  # noqa: E402
 from mstar_ray.run_config import load_run_config  # noqa: E402
 from mstar_ray.runlog import layout  # noqa: E402
 from mstar_ray.runlog.reader import read_rows  # noqa: E402
-from mstar_ray.structure.families import Families, find_families  # noqa: E402
-from mstar_ray.structure.matrix import pairwise  # noqa: E402
-from mstar_ray.structure.tree import program_tree  # noqa: E402
+from mstar_ray.structure.families import Families, population_families  # noqa: E402
+from mstar_ray.structure.index import StructureIndex  # noqa: E402
 
 
 def _png(fig) -> str:
@@ -119,18 +118,10 @@ def _families(run_dir: Path, members) -> Families | None:
     if stored.exists():
         return Families.model_validate_json(stored.read_text())
     config = load_run_config(run_dir / layout.CONFIG)
-    level = config.search.structure_level
-    placed, trees = [], []
+    index = StructureIndex(config.search.structure_level)
     for member in members:
-        try:
-            trees.append(program_tree(member.source, level))
-        except (ValueError, SyntaxError, RecursionError, MemoryError):
-            continue
-        placed.append(member)
-    if not placed:
-        return None
-    return find_families(pairwise(trees), [m.id for m in placed], [m.score for m in placed], level,
-                         seed=config.search.seed)
+        index.learn(member.id, member.source)
+    return population_families(members, index, seed=config.search.seed)
 
 
 def _families_section(families: Families | None, rows) -> str:

@@ -4,11 +4,16 @@ silhouette) and a 2-D map by classical MDS, as one record the driver stores with
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
 import numpy as np
 from pydantic import BaseModel
 
 from mstar_ray.structure.clusters import choose_k, classical_mds, k_medoids, silhouette
-from mstar_ray.structure.tree import Level
+from mstar_ray.structure.index import StructureIndex
+from mstar_ray.structure.matrix import pairwise
+from mstar_ray.structure.tree import Level, Tree
 
 MAX_FAMILIES = 6
 
@@ -37,3 +42,19 @@ def find_families(matrix: np.ndarray, ids: list[str], scores: list[float], level
         medoids=[ids[int(m)] for m in medoids], silhouette=silhouette(matrix, labels) if k > 1 else 0.0,
         coords=[(float(x), float(y)) for x, y in coords], mean_distance=float(upper.mean()) if len(upper) else 0.0,
     )
+
+
+class Scored(Protocol):
+    id: str
+    score: float
+
+
+def population_families(members: Sequence[Scored], index: StructureIndex, seed: int = 0,
+                        matrix: Callable[[Sequence[Tree]], np.ndarray] = pairwise) -> Families | None:
+    """The families of the ``members`` the index holds a tree for (a source the parser refused has
+    none and is left off the map); ``matrix`` may spread the distances over a cluster."""
+    placed = [(m, tree) for m in members if (tree := index.tree(m.id)) is not None]
+    if not placed:
+        return None
+    return find_families(matrix([tree for _, tree in placed]), [m.id for m, _ in placed], [m.score for m, _ in placed],
+                         index.level, seed=seed)

@@ -1,5 +1,6 @@
 """What the search knows about the structure of the programs it has queued: one structural key each, for
-deduplication, and one tree each (at the run's abstraction level), for the novelty of a newcomer.
+deduplication, and one tree each (at the run's abstraction level), for the novelty of a newcomer and the
+population's families at the end.
 
 Sources are parsed here, never run. A program whose tree cannot be built (a parser limit) gets no key
 and no novelty; it is still evaluated, and its sandbox decides what it is worth.
@@ -39,25 +40,32 @@ class StructureIndex:
     def place(self, source: str, parent: str | None) -> Placement:
         """The program's key, the program it repeats (if any) and its novelty, against what is known
         now; it is not added (``add`` does that once it is queued)."""
-        try:
-            key, tree = structural_key(source), program_tree(source, self.level)
-        except (ValueError, SyntaxError, RecursionError, MemoryError):
+        read = self._read(source)
+        if read is None:
             return Placement(None, None, None, None)
+        key, tree = read
         known = list(self._trees.values())
         to_parent = normalised_distance(tree, self._trees[parent]) if parent in self._trees else None
         to_population = float(np.min(distances_to(tree, known))) if known else None
         return Placement(key, self._first_by_key.get(key), to_parent, to_population, tree)
 
     def learn(self, program_id: str, source: str) -> None:
-        """Know a program without placing it (a resume re-reading its population)."""
-        try:
-            tree = program_tree(source, self.level)
-            self.add(program_id, Placement(structural_key(source), None, None, None, tree))
-        except (ValueError, SyntaxError, RecursionError, MemoryError):
-            return
+        """Know a program without placing it (a resume, or a report, re-reading a population)."""
+        read = self._read(source)
+        if read is not None:
+            self.add(program_id, Placement(read[0], None, None, None, read[1]))
 
     def add(self, program_id: str, placement: Placement) -> None:
         if placement.key is None or placement.tree is None:
             return
         self._first_by_key.setdefault(placement.key, program_id)
         self._trees.setdefault(program_id, placement.tree)
+
+    def tree(self, program_id: str) -> Tree | None:
+        return self._trees.get(program_id)
+
+    def _read(self, source: str) -> tuple[str, Tree] | None:
+        try:
+            return structural_key(source), program_tree(source, self.level)
+        except (ValueError, SyntaxError, RecursionError, MemoryError):
+            return None
