@@ -91,12 +91,8 @@ def restore(run_dir: Path) -> Restored:
         if event.kind == "submitted" and event.candidate:
             meta = json.loads(event.detail or "{}")
             state.seen.add(event.candidate)
-            queued[event.candidate] = Candidate(
-                id=event.candidate, source="", parent=meta.get("parent"), origin=meta["origin"],
-                commit_message=meta.get("commit_message", ""), iteration=event.iteration or 0,
-                fix_round=meta.get("fix_round", 0), patch=meta.get("patch"), edit_format=meta.get("edit_format"),
-                tolerances=meta.get("tolerances") or [], structural_key=meta.get("structural_key"),
-                novelty_parent=meta.get("novelty_parent"), novelty_population=meta.get("novelty_population"))
+            # the detail is what RunDir.write_queued wrote: the candidate's log fields and its fix round
+            queued[event.candidate] = Candidate(id=event.candidate, source="", iteration=event.iteration or 0, **meta)
             if meta["origin"] not in ("seed", "runtime-fix"):
                 finished_reflections.add(event.iteration or 0)
         elif event.kind == "started" and (event.detail or "").startswith("reflection (improve)"):
