@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_programs import seeds_and_mutants  # noqa: E402
 from mstar_ray.agent.offline import OfflineBackend  # noqa: E402
 from mstar_ray.agent.protocol import evaluate  # noqa: E402
 from mstar_ray.embedding.hashing import HashingEmbedder  # noqa: E402
@@ -31,7 +32,6 @@ from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig  # noqa: E402
 from mstar_ray.program_id import program_id  # noqa: E402
 from mstar_ray.reflect.edit_formats import EDIT_FORMATS, read_edit  # noqa: E402
 from mstar_ray.reflect.function_edit import EditError  # noqa: E402
-from mstar_ray.reflect.mutations import NoMutation, propose  # noqa: E402
 from mstar_ray.reflect.reflector import Child, LLMReflector, check_child  # noqa: E402
 from mstar_ray.reflect.reply import ReplyError  # noqa: E402
 from mstar_ray.reflect.request import ReflectionRequest, sample_cases  # noqa: E402
@@ -40,7 +40,6 @@ from mstar_ray.reflect.v4a import PatchError  # noqa: E402
 from mstar_ray.tasks.registry import load_task  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "replies"
-SEEDS = ("vector_search", "llm_summarizer", "experience_learner")
 
 
 def smoke(source: str) -> str | None:
@@ -72,19 +71,11 @@ def fixtures() -> None:
 
 def requests(count: int) -> list[ReflectionRequest]:
     """Distinct parents (the seeds, then offline mutations of them), each evaluated with the offline task
-    agent for its failure cases: a small context leaves only the program in the prompt, so parents must
-    differ for the replies to (and the cache not to answer them all alike)."""
+    agent for its failure cases: a small context leaves only the program in the prompt, so the parents
+    must differ for the replies to differ (and for the cache not to answer them all alike)."""
     task = load_task("synthetic", seed=0)
-    seeds = [(ROOT / "seeds" / f"{name}.py").read_text() for name in SEEDS]
-    parents, rng = {program_id(s): s for s in seeds}, random.Random(0)
-    while len(parents) < count:
-        try:
-            child = propose(rng.choice(seeds), seeds, rng).source
-        except NoMutation:
-            continue
-        parents.setdefault(program_id(child), child)
     made = []
-    for i, source in enumerate(list(parents.values())[:count]):
+    for i, source in enumerate(seeds_and_mutants(count)):
         report = evaluate(source, task, OfflineBackend(), HashingEmbedder(), questions=task.questions[:12])
         failures, success = sample_cases(report.results, random.Random(i))
         made.append(ReflectionRequest(parent_id=program_id(source), parent_source=source, parent_score=report.score,

@@ -27,8 +27,8 @@ import ray  # noqa: E402
 from apted import APTED  # noqa: E402
 from apted.helpers import Tree as AptedTree  # noqa: E402
 
+from bench_programs import seeds_and_mutants  # noqa: E402
 from mstar_ray.actors.structure_tasks import pairwise_on_ray  # noqa: E402
-from mstar_ray.reflect.mutations import NoMutation, propose  # noqa: E402
 from mstar_ray.structure.matrix import all_pairs, pairwise  # noqa: E402
 from mstar_ray.structure.ted import _zhang_shasha, normalise, tree_distance  # noqa: E402
 from mstar_ray.structure.tree import LEVELS, Tree, program_tree, structural_key  # noqa: E402
@@ -37,18 +37,8 @@ TARGET_SECONDS = 60.0
 
 
 def population(count: int) -> list[str]:
-    """The seeds and mutations of them (as ``bench_throughput``'s mixed workload), structurally distinct
-    so no pair is trivially equal."""
-    seeds = [(ROOT / "seeds" / f"{name}.py").read_text() for name in ("vector_search", "llm_summarizer", "experience_learner")]
-    programs = {structural_key(s): s for s in seeds}
-    rng = random.Random(0)
-    while len(programs) < count:
-        try:
-            child = propose(rng.choice(seeds), list(programs.values()), rng).source
-        except NoMutation:
-            continue
-        programs.setdefault(structural_key(child), child)
-    return list(programs.values())[:count]
+    """The seeds and mutations of them, structurally distinct so no pair is trivially equal."""
+    return seeds_and_mutants(count, key=structural_key, donors="all")
 
 
 def to_apted(tree: Tree) -> AptedTree:

@@ -21,7 +21,6 @@ table also prints the efficiency a zero-overhead pool would reach with the job t
 from __future__ import annotations
 
 import argparse
-import random
 import re
 import sys
 import tempfile
@@ -34,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
+from bench_programs import seeds_and_mutants  # noqa: E402
 from mstar_ray.actors.evaluator import EvaluatorActor  # noqa: E402
 from mstar_ray.actors.run_services import start_run_services  # noqa: E402
 from mstar_ray.agent.protocol import evaluate  # noqa: E402
@@ -41,7 +41,6 @@ from mstar_ray.llm.endpoint import EndpointConfig  # noqa: E402
 from mstar_ray.llm.roles import RoleClients  # noqa: E402
 from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings  # noqa: E402
 from mstar_ray.program_id import program_id  # noqa: E402
-from mstar_ray.reflect.mutations import NoMutation, propose  # noqa: E402
 from mstar_ray.sandbox_host import SandboxLimits  # noqa: E402
 from mstar_ray.search.jobs import EvalJob  # noqa: E402
 from mstar_ray.tasks.model import Task  # noqa: E402
@@ -58,16 +57,7 @@ def candidates(count: int, workload: str) -> list[str]:
     if workload == "uniform":
         seed = (ROOT / "seeds" / "vector_search.py").read_text()
         return [_unique(seed, i) for i in range(count)]
-    seeds = [(ROOT / "seeds" / f"{name}.py").read_text() for name in ("vector_search", "llm_summarizer", "experience_learner")]
-    programs = {program_id(s): s for s in seeds}
-    rng = random.Random(0)
-    while len(programs) < count:
-        try:
-            child = propose(rng.choice(seeds), seeds, rng).source
-        except NoMutation:
-            continue
-        programs.setdefault(program_id(child), child)
-    return [_unique(source, i) for i, source in enumerate(list(programs.values())[:count])]
+    return [_unique(source, i) for i, source in enumerate(seeds_and_mutants(count))]
 
 
 def _unique(source: str, index: int) -> str:
