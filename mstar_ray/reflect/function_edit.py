@@ -46,9 +46,7 @@ class MergeResult:
     tolerances: list[str] = field(default_factory=list)
 
 
-def parse_definitions(code: str) -> ast.Module:
-    """The reply's code as a module; a block copied with its class indentation is dedented first."""
-    code = _dedent(code)
+def _parse(code: str) -> ast.Module:
     try:
         return ast.parse(code)
     except SyntaxError as exc:
@@ -59,8 +57,9 @@ def parse_definitions(code: str) -> ast.Module:
 
 def merge_definitions(parent: str, code: str) -> MergeResult:
     """Splice the definitions in ``code`` into ``parent`` (see the module docstring for the rules)."""
-    reply = parse_definitions(code)
-    snippet_lines = _dedent(code).splitlines()
+    code = _dedent(code)  # a block copied with its class indentation
+    reply = _parse(code)
+    snippet_lines = code.splitlines()
     program = _Program(parent)
     result = MergeResult(source=parent)
     definitions = [node for node in reply.body if not is_docstring(node)]
@@ -86,9 +85,8 @@ def merge_definitions(parent: str, code: str) -> MergeResult:
                 (result.replaced if program.put_top(node.name, text) else result.added).append(node.name)
         elif (name := assigned_name(node)) is not None:
             if name == "COMMIT_MESSAGE":
-                value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
-                if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                    result.commit_message = value.value
+                if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                    result.commit_message = node.value.value
                 continue
             if program.has_assignment(name) or _is_literal(node):
                 (result.replaced if program.put_assignment(name, text) else result.added).append(name)
