@@ -63,6 +63,18 @@ def test_a_small_search_runs_end_to_end(tmp_path, capsys):
     split = json.loads((run_dir / "split.json").read_text())
     assert len(split["static"]) == 6 and not set(split["static"]) & set(split["test"])
     assert "max_candidates (4) reached" in summary["stop_reason"]
+    # the fitness: every static score with its interval, the texts written with the static evidence in them
+    evaluated = [c for c in candidates if c["status"] == "evaluated"]
+    assert all(c["static_low"] <= c["static_score"] <= c["static_high"] for c in evaluated)
+    assert all(set(split["train_texts"]) <= set(c["texts_written"]) and c["static_evidence"] == 1.0 for c in evaluated)
+    assert split["static_evidence"] == summary["static_evidence_in_memory"] == 1.0
+    # how the final program was chosen
+    selection = summary["selection"]
+    assert selection["chosen"] == summary["best"]["id"] and selection["how"]
+    assert selection["rule"] in ("best seed", "paired bootstrap", "confirmation")
+    assert selection["replacements"][0]["incumbent"] is None and all(c["verdict"] for c in evaluated)
+    if selection["rule"] == "confirmation":
+        assert {r["split"] for r in results if r["candidate"] == selection["chosen"]} >= {"confirmation"}
 
 
 def test_with_one_reflector_and_one_evaluator_the_run_is_repeatable(tmp_path):
