@@ -14,7 +14,7 @@ from mstar_ray.llm.cache import MemoryCache
 from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig
 from mstar_ray.program_id import program_id
-from mstar_ray.reflect.edit_formats import INSTRUCTIONS, read_edit, resolve_format
+from mstar_ray.reflect.edit_formats import EDIT_FORMATS, instructions, read_edit, resolve_format
 from mstar_ray.reflect.function_edit import EditError, merge_definitions
 from mstar_ray.reflect.prompt import CHARS_PER_TOKEN, reflection_messages
 from mstar_ray.reflect.reflector import Child, LLMReflector, check_child
@@ -65,7 +65,7 @@ def test_fixture_reply_has_its_stated_outcome(path: Path) -> None:
 
 
 def test_every_format_has_fixtures_of_both_outcomes() -> None:
-    for fmt in INSTRUCTIONS:
+    for fmt in EDIT_FORMATS:
         expectations = [p.read_text().split("\n", 1)[0] for p in FIXTURES if p.name.startswith(fmt + "_")]
         assert any("child" in e for e in expectations) and any("error" in e for e in expectations), fmt
 
@@ -144,7 +144,7 @@ def test_a_prompt_for_a_small_context_drops_cases_first_and_keeps_the_program() 
     text = tight[0]["content"] + tight[1]["content"]
     assert len(text) / CHARS_PER_TOKEN <= budget < len(roomy) / CHARS_PER_TOKEN
     assert PARENT in tight[1]["content"] and "Failed case 1" in tight[1]["content"]
-    assert "A case that worked" not in tight[1]["content"] and INSTRUCTIONS["function"] in tight[1]["content"]
+    assert "A case that worked" not in tight[1]["content"] and instructions("function", PARENT) in tight[1]["content"]
 
 
 def test_a_function_repair_carries_the_failed_reply_and_its_error() -> None:

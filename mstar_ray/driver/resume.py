@@ -19,6 +19,7 @@ from mstar_ray.agent.protocol import QuestionResult
 from mstar_ray.config_file import ConfigError
 from mstar_ray.driver.candidate import Candidate
 from mstar_ray.llm.ledger import RoleUsage
+from mstar_ray.program_ast import changed_pieces
 from mstar_ray.reflect.request import LineageEntry
 from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog.reader import read_rows
@@ -142,4 +143,4 @@ def _restore_candidate(state: Restored, row, scores, results, run_dir: Path) -> 
     if row.parent is not None and parent_score is not None:
         state.tried.setdefault(row.parent, []).append(LineageEntry(
             id=row.id, relation="child", commit_message=row.commit_message, score=member.score,
-            delta=member.score - parent_score))
+            delta=member.score - parent_score, changed=changed_pieces(load_source(run_dir, row.parent), member.source)))

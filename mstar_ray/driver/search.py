@@ -29,9 +29,10 @@ from mstar_ray.driver.resume import Restored
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
 from mstar_ray.llm.roles import RoleClients
+from mstar_ray.program_ast import changed_pieces
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.reflector import Child, Discard
-from mstar_ray.reflect.request import LineageEntry, ReflectionRequest, sample_cases
+from mstar_ray.reflect.request import ALREADY_EVALUATED, LineageEntry, ReflectionRequest, sample_cases
 from mstar_ray.run_config import RunConfig
 from mstar_ray.search.jobs import EvalJob, EvalOutcome
 from mstar_ray.search.population import Member, Population
@@ -350,7 +351,8 @@ class SearchDriver:
             self.state.evaluated += 1
             parent = self.population.get(candidate.parent)
             self.tried[parent.id].append(LineageEntry(id=member.id, relation="child", commit_message=member.commit_message,
-                                                      score=member.score, delta=member.score - parent.score))
+                                                      score=member.score, delta=member.score - parent.score,
+                                                      changed=changed_pieces(parent.source, member.source)))
         self.state.best_score = self.population.best().score
 
     def _maybe_fix(self, candidate: Candidate, report) -> None:
@@ -407,11 +409,11 @@ class SearchDriver:
             return
         self.state.duplicates += 1
         if candidate.parent in self.population:
-            parent_score = self.population.get(candidate.parent).score
+            parent = self.population.get(candidate.parent)
             self.tried[candidate.parent].append(LineageEntry(
                 id=candidate.id, relation="child", commit_message=candidate.commit_message, score=score,
-                delta=None if score is None else score - parent_score,
-                note=f"{how} to a program already evaluated: change something that matters"))
+                delta=None if score is None else score - parent.score, changed=changed_pieces(parent.source, candidate.source),
+                note=f"{how} to a program {ALREADY_EVALUATED}: change something that matters"))
 
     def _refresh(self, *, show: bool = True) -> None:
         snapshot = self.gateway.snapshot()

@@ -28,7 +28,7 @@ import io
 import tokenize
 from dataclasses import dataclass, field
 
-from mstar_ray.program_ast import assigned_name, is_docstring
+from mstar_ray.program_ast import assigned_name, is_docstring, named_pieces
 
 KNOWLEDGE_BASE = "KnowledgeBase"
 
@@ -43,6 +43,7 @@ class MergeResult:
     commit_message: str | None = None  # a COMMIT_MESSAGE assignment in the code, if any
     replaced: list[str] = field(default_factory=list)  # e.g. "KnowledgeBase.read", "INSTRUCTION_QUERY"
     added: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)  # replaced by the same code (layout aside)
     tolerances: list[str] = field(default_factory=list)
 
 
@@ -57,7 +58,7 @@ def _parse(code: str) -> ast.Module:
 
 def merge_definitions(parent: str, code: str) -> MergeResult:
     """Splice the definitions in ``code`` into ``parent`` (see the module docstring for the rules)."""
-    code = _dedent(code)  # a block copied with its class indentation
+    code = dedent_block(code)  # a block copied with its class indentation
     reply = _parse(code)
     snippet_lines = code.splitlines()
     program = _Program(parent)
@@ -95,10 +96,12 @@ def merge_definitions(parent: str, code: str) -> MergeResult:
         else:
             result.tolerances.append(f"dropped: line {node.lineno} ({type(node).__name__}) is not a definition")
     result.source = program.text()
+    before, after = named_pieces(parent), named_pieces(result.source)
+    result.unchanged = [name for name in result.replaced if name in before and before[name] == after.get(name)]
     return result
 
 
-def _dedent(code: str) -> str:
+def dedent_block(code: str) -> str:
     """Move a block copied with its class indentation to column 0, by the first code line's indentation
     (``textwrap.dedent`` would stop at a less-indented line inside a multi-line string)."""
     lines = code.replace("\t", "    ").splitlines()
@@ -157,7 +160,7 @@ def _string_interiors(text: str) -> set[int]:
     """1-based numbers of the lines that continue a multi-line string token."""
     inside: set[int] = set()
     try:
-        for token in tokenize.generate_tokens(io.StringIO(_dedent(text)).readline):
+        for token in tokenize.generate_tokens(io.StringIO(dedent_block(text)).readline):
             if token.type == tokenize.STRING and token.end[0] > token.start[0]:
                 inside.update(range(token.start[0] + 1, token.end[0] + 1))
     except (tokenize.TokenError, IndentationError, SyntaxError):

@@ -23,7 +23,7 @@ from mstar_ray.reflect.edit_formats import EditFormat, read_edit
 from mstar_ray.reflect.function_edit import EditError
 from mstar_ray.reflect.prompt import CHARS_PER_TOKEN, reflection_messages, repair_messages
 from mstar_ray.reflect.reply import ReplyError
-from mstar_ray.reflect.request import ReflectionRequest
+from mstar_ray.reflect.request import ALREADY_EVALUATED, NO_CHANGE, ReflectionRequest
 from mstar_ray.reflect.v4a import PatchError, apply_patch, make_patch
 
 SmokeTest = Callable[[str], "str | None"]
@@ -79,10 +79,31 @@ def _code_shape(source: str) -> str:
     return ast.dump(ast.Module(body=body, type_ignores=[]))
 
 
-def check_child(parent: str, child: str, request: ReflectionRequest, smoke: SmokeTest) -> str | None:
-    """The full error a reflector needs to repair ``child``, or ``None`` when it may be evaluated."""
+def _same_code(parent: str, child: str) -> bool:
+    """Equal but for layout and comments (a child that only reformats is no child)."""
     if child.strip() == parent.strip():
-        return "the change leaves the program as it was"
+        return True
+    try:
+        return ast.dump(ast.parse(parent)) == ast.dump(ast.parse(child))
+    except SyntaxError:
+        return False
+
+
+def no_change_error(unchanged: list[str]) -> str:
+    """What a reflector is told when its reply changed nothing, naming what it gave back unchanged."""
+    if not unchanged:
+        return f"{NO_CHANGE}: change the code of the part you mean to improve"
+    names = ", ".join(unchanged)
+    return (f"{NO_CHANGE}: {names} in your reply {'is' if len(unchanged) == 1 else 'are'} the same code as in the "
+            "program. Change the body of the part you mean to improve (or change another part)")
+
+
+def check_child(parent: str, child: str, request: ReflectionRequest, smoke: SmokeTest,
+                unchanged: list[str] | None = None) -> str | None:
+    """The full error a reflector needs to repair ``child``, or ``None`` when it may be evaluated;
+    ``unchanged`` names the pieces the reply gave back as they were, for the no-change error."""
+    if _same_code(parent, child):
+        return no_change_error(unchanged or [])
     violations = check_source(child)
     if violations:
         return "the program breaks the contract:\n" + "\n".join(f"  {v}" for v in violations)
@@ -90,7 +111,7 @@ def check_child(parent: str, child: str, request: ReflectionRequest, smoke: Smok
     if frozen:
         return frozen
     if program_id(child) in set(request.known_ids):
-        return "this exact program was already evaluated: make a different change"
+        return f"this exact program was {ALREADY_EVALUATED}: make a different change"
     return smoke(child)
 
 
@@ -123,7 +144,7 @@ class LLMReflector:
                 return Discard(parent=request.parent_id, reason=str(refused), attempts=attempt, errors=[*errors, str(refused)])
             try:
                 edit = read_edit(request.parent_source, reply, self.edit_format)
-                error = check_child(request.parent_source, edit.source, request, smoke)
+                error = check_child(request.parent_source, edit.source, request, smoke, edit.unchanged)
             except (ReplyError, PatchError, EditError) as exc:
                 error = str(exc)
             if error is None:

@@ -13,8 +13,8 @@ import numpy as np
 from pydantic import BaseModel
 
 from mstar_ray.agent.backend import Embedder
-from mstar_ray.search.subsets import choose_validation_split, rotating_set
-from mstar_ray.tasks.model import Question, Task
+from mstar_ray.search.subsets import choose_validation_split, facility_location, rotating_set
+from mstar_ray.tasks.model import Question, RawText, Task
 
 
 class Split(BaseModel):
@@ -39,6 +39,18 @@ def held_out(questions: list[Question], fraction: float, seed: int) -> list[str]
             count = min(max(count, 1), len(ids) - 1)
         chosen += ids[:count]
     return sorted(chosen)
+
+
+def covering_texts(texts: list[RawText], questions: list[Question], embedder: Embedder, count: int) -> list[RawText]:
+    """The ``count`` texts that best cover ``questions`` (facility location, as the search chooses its
+    training texts), in greedy order; all of them when ``count`` is not smaller."""
+    if count >= len(texts):
+        return list(texts)
+    if not questions:
+        raise ValueError("no questions to choose the texts for")
+    question_vectors = np.asarray(embedder.embed([q.question for q in questions]), dtype=np.float64)
+    text_vectors = np.asarray(embedder.embed([t.text for t in texts]), dtype=np.float64)
+    return [texts[i] for i in facility_location(question_vectors, text_vectors, count)]
 
 
 class SplitPlan:
