@@ -10,6 +10,7 @@ paper does, and is reported with its reason so a reflector can fix it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -25,6 +26,10 @@ from mstar_ray.tasks.scoring import token_f1
 
 MAX_RECORDED_WRITE_ERRORS = 5
 WRITE_EXAMPLE_CHARS = 600
+
+# Called as on_progress(phase, done, total) after each text written ("write") and each question answered
+# ("read"), from the evaluating thread; it must be cheap and must not raise.
+ProgressCallback = Callable[[str, int, int], None]
 
 
 class QuestionResult(BaseModel):
@@ -108,8 +113,10 @@ def evaluate(
     limits: SandboxLimits | None = None,
     questions: list[Question] | None = None,
     judge: Judge | None = None,
+    on_progress: ProgressCallback | None = None,
 ) -> EvalReport:
-    """Run the protocol for ``source`` on ``task`` (or on a subset of its ``questions``).
+    """Run the protocol for ``source`` on ``task`` (or on a subset of its ``questions``), telling
+    ``on_progress`` how far it is.
 
     Raises ``ContractError`` when the program fails the static checks: it is never started then.
     """
@@ -129,6 +136,7 @@ def evaluate(
     write_errors: list[str] = []
     write_example: dict[str, Any] | None = None
     written = 0
+    progress = on_progress or (lambda phase, done, total: None)
 
     def fatal(phase: str, outcome: Outcome) -> RuntimeViolation:
         return RuntimeViolation(phase=phase, kind=outcome.kind or "error", message=outcome.message, traceback=outcome.traceback)
@@ -137,7 +145,7 @@ def evaluate(
         outcome = sandbox.start()
         if not outcome.ok:
             violation = fatal("load", outcome)
-        for text in task.texts if violation is None else []:
+        for done, text in enumerate(task.texts if violation is None else [], 1):
             item = backend.extract_item(constants["INSTRUCTION_KNOWLEDGE_ITEM"], info.schema.knowledge_item, text.text)
             calls["extract"] += 1
             outcome = sandbox.write(item, text.text)
@@ -151,7 +159,8 @@ def evaluate(
                     write_example = {"raw_text": text.text[:WRITE_EXAMPLE_CHARS], "item": item}
             else:
                 write_errors.append(f"{text.id}: {outcome.describe()}")
-        for result, question in zip(results, questions) if violation is None else []:
+            progress("write", done, len(task.texts))
+        for done, (result, question) in enumerate(zip(results, questions) if violation is None else [], 1):
             query = backend.build_query(constants["INSTRUCTION_QUERY"], info.schema.query, question.question)
             calls["query"] += 1
             outcome = sandbox.read(query)
@@ -162,6 +171,7 @@ def evaluate(
                 break
             if not outcome.ok:
                 result.error = outcome.describe()
+                progress("read", done, len(questions))
                 continue
             result.context = outcome.value
             calls["answer"] += 1
@@ -171,6 +181,7 @@ def evaluate(
             result.score = token_f1(result.prediction, question.answer)
             if judge is not None:
                 result.judge = judge(question.question, question.answer, result.prediction)
+            progress("read", done, len(questions))
         sandbox_info = SandboxInfo(
             layers=sandbox.layers, missing_layers=sandbox.missing_layers, ready_seconds=sandbox.ready_seconds
         )
