@@ -32,6 +32,8 @@ class SplitConfig(_Section):
     static_size: int = Field(12, gt=0, description="validation questions that give the fitness J")
     rotating_size: int = Field(5, ge=0, description="re-chosen every iteration; failure cases only")
     train_ratio: float = Field(2.0, gt=0, description="texts written = ratio x static size (facility location)")
+    test_texts: int | None = Field(None, gt=0, description="texts written for the held-out test: those covering the "
+                                   "test questions (facility location); default every text of the task")
 
 
 class SearchConfig(_Section):

@@ -44,7 +44,7 @@ from mstar_ray.llm.cache import MemoryCache  # noqa: E402
 from mstar_ray.llm.client import LLMClient  # noqa: E402
 from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig  # noqa: E402
 from mstar_ray.program_id import program_id  # noqa: E402
-from mstar_ray.reflect.edit_formats import EDIT_FORMATS, INSTRUCTIONS, read_edit  # noqa: E402
+from mstar_ray.reflect.edit_formats import EDIT_FORMATS, read_edit  # noqa: E402
 from mstar_ray.reflect.function_edit import EditError  # noqa: E402
 from mstar_ray.reflect.reflector import Child, LLMReflector, check_child  # noqa: E402
 from mstar_ray.reflect.reply import ReplyError, parse_reply  # noqa: E402
@@ -56,6 +56,10 @@ from mstar_ray.tasks.model import Task  # noqa: E402
 from mstar_ray.tasks.registry import load_task  # noqa: E402
 
 COPY_SIMILARITY = 0.8
+# The fixed example the function prompt showed before issue 15, whose children copied it.
+OLD_EXAMPLE = '''def read(self, query: Query) -> str:
+    found = self.collection.query(query_texts=[query.query], n_results=5)
+    return "\\n\\n".join(reversed(found["documents"][0]))[:3000]'''
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo10.json"
 KINDS = (("leaves the program as it was", "no change"), ("already evaluated", "already evaluated"),
          ("not valid Python", "not Python"), ("breaks the contract", "contract"), ("smoke test", "smoke test"),
@@ -81,10 +85,11 @@ class RecordingClient:
         return completion
 
 
-def example_definitions(edit_format: str) -> list[str]:
-    """The source of every definition in the code blocks the format's instructions show."""
+def example_definitions(messages: list[dict[str, str]]) -> list[str]:
+    """The source of every definition in the worked example of the prompt: the code blocks of its user
+    message after the first (the program)."""
     found = []
-    for block in re.findall(r"```python\n(.*?)```", INSTRUCTIONS[edit_format], re.DOTALL):
+    for block in re.findall(r"```python\n(.*?)```", messages[1]["content"], re.DOTALL)[1:]:
         try:
             tree = ast.parse(block)
         except SyntaxError:  # the old example did not parse: compare its lines as they are
@@ -181,10 +186,9 @@ def run(args: argparse.Namespace, url: str, model: str) -> None:
                             timeout_s=1800)
     client = RecordingClient(LLMClient(ChatEndpoint("reflector", config), cache=MemoryCache()))
     reflector = LLMReflector(client, edit_format=args.format, context_tokens=args.context, max_repairs=args.repairs)
-    examples = example_definitions(args.format)
     seen = {r.parent_id for r in requests}
     replies, outcomes = Counter(), Counter()
-    copies, child_copies, merge_suspects, lines = 0, 0, [], []
+    copies, old_copies, child_copies, child_old_copies, merge_suspects, lines = 0, 0, 0, 0, [], []
     started = time.monotonic()
     out = open(args.out, "w", encoding="utf-8")
     print(f"{model} at {url}: {len(requests)} parents x {args.rounds} rounds, {args.repairs} repair(s), "
@@ -197,20 +201,25 @@ def run(args: argparse.Namespace, url: str, model: str) -> None:
             result = reflector.reflect(asked, smoke)
             for attempt, (messages, reply) in enumerate(client.exchanges, 1):
                 kind, error = classify(request.parent_source, reply, asked, args.format)
-                similarity = copy_similarity(reply, examples)
+                similarity = copy_similarity(reply, example_definitions(messages))
+                old = copy_similarity(reply, [OLD_EXAMPLE])
                 changed = changed_in_reply(request.parent_source, reply) if kind == "no change" else []
                 replies[kind] += 1
                 copies += similarity >= COPY_SIMILARITY
+                old_copies += old >= COPY_SIMILARITY
                 if changed:
                     merge_suspects.append(f"{request.parent_id} round {round_} attempt {attempt}: {changed}")
                 out.write(json.dumps({"parent": request.parent_id, "round": round_, "attempt": attempt, "kind": kind,
-                                      "error": error, "copy_similarity": round(similarity, 3), "changed": changed,
+                                      "error": error, "copy_similarity": round(similarity, 3), "old_example_similarity": round(old, 3),
+                                      "changed": changed,
                                       "prompt": messages, "reply": reply}) + "\n")
                 out.flush()
             if isinstance(result, Child):
                 outcomes["valid child"] += 1
-                copied = copy_similarity(client.exchanges[-1][1], examples) >= COPY_SIMILARITY
+                last_prompt, last_reply = client.exchanges[-1]
+                copied = copy_similarity(last_reply, example_definitions(last_prompt)) >= COPY_SIMILARITY
                 child_copies += copied
+                child_old_copies += copy_similarity(last_reply, [OLD_EXAMPLE]) >= COPY_SIMILARITY
                 score = offline_score(result.source, small)
                 duplicate = result.id in seen
                 seen.add(result.id)
@@ -229,9 +238,11 @@ def run(args: argparse.Namespace, url: str, model: str) -> None:
     out.close()
     total = sum(replies.values())
     print(f"\nreplies: {total} in {time.monotonic() - started:.0f} s; " + ", ".join(f"{k} {v}" for k, v in replies.most_common()))
-    print(f"replies copying the example (similarity >= {COPY_SIMILARITY}): {copies}/{total}")
+    print(f"replies copying the example shown (similarity >= {COPY_SIMILARITY}): {copies}/{total}; "
+          f"copying the fixed example of before issue 15: {old_copies}/{total}")
     print(f"reflections: {sum(outcomes.values())}; " + ", ".join(f"{k} {v}" for k, v in outcomes.most_common()))
-    print(f"valid children copying the example: {child_copies}/{outcomes['valid child']}")
+    print(f"valid children copying the example shown: {child_copies}/{outcomes['valid child']}; "
+          f"copying the fixed example of before issue 15: {child_old_copies}/{outcomes['valid child']}")
     print(f"'no change' replies whose code differs from the parent's (merge bugs): {len(merge_suspects)}")
     for suspect in merge_suspects:
         print(f"  {suspect}")

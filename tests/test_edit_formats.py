@@ -169,3 +169,36 @@ def test_a_method_taken_from_a_class_block_keeps_its_multiline_string() -> None:
     code = 'class KnowledgeBase:\n    def read(self, query):\n        note = """first\nsecond"""\n        return note\n'
     merged = merge_definitions(PARENT, code)
     assert '        note = """first\nsecond"""' in merged.source and "def write(" in merged.source
+
+
+NEW_READ = '''def read(self, query: Query) -> str:
+    if self.count == 0:
+        return ""
+    found = self.collection.query(query_texts=[query.query], n_results=min(8, self.count))
+    return "\\n\\n".join(found["documents"][0])[:MAX_CONTEXT_CHARS]
+'''
+
+
+def _class_as_it_is() -> str:
+    """The parent's whole KnowledgeBase class, unchanged, as a model pastes it "for context"."""
+    return PARENT[PARENT.index("class KnowledgeBase:"):]
+
+
+@pytest.mark.parametrize("layout", ["one block", "two blocks"])
+def test_a_changed_method_is_not_undone_by_a_later_copy_of_the_class_as_it_was(layout: str) -> None:
+    code = NEW_READ + "\n\n" + _class_as_it_is()
+    reply = (f"COMMIT_MESSAGE: top 8\n```python\n{code}```\n" if layout == "one block" else
+             f"COMMIT_MESSAGE: top 8\n```python\n{NEW_READ}```\nThe whole class:\n```python\n{_class_as_it_is()}```\n")
+    edit = read_edit(PARENT, reply, "function")
+    assert "n_results=min(8, self.count)" in edit.source and edit.source != PARENT
+    assert any(t.startswith("ignored: a later copy of KnowledgeBase.read") for t in edit.tolerances)
+    assert edit.unchanged == ["KnowledgeBase.__init__", "KnowledgeBase.write"]
+    assert check_child(PARENT, edit.source, request(), smoke) is None
+
+
+def test_a_method_restated_unchanged_alone_is_no_change_and_named():
+    original = PARENT[PARENT.index("    def read("):].replace("\n    ", "\n")[4:]
+    edit = read_edit(PARENT, f"COMMIT_MESSAGE: better\n```python\n{original}```\n", "function")
+    assert edit.source == PARENT and edit.unchanged == ["KnowledgeBase.read"]
+    error = check_child(PARENT, edit.source, request(), smoke, edit.unchanged)
+    assert "leaves the program as it was: KnowledgeBase.read in your reply is the same code" in error

@@ -114,3 +114,41 @@ def test_eval_command_names_a_missing_data_file(tmp_path):
     done = cli("eval", str(SEEDS / "vector_search.py"), "--task", "locomo", "--data", str(tmp_path / "nope.json"))
     assert done.returncode == 2
     assert str(tmp_path / "nope.json") in done.stderr and "MSTAR_LOCOMO_PATH" in done.stderr
+
+
+def test_eval_texts_bounds_the_texts_written_and_progress_goes_to_stderr(locomo_path):
+    """issue 15, item 5: ``--limit`` alone still wrote all 509 texts of a conversation, silently."""
+    done = cli("eval", str(SEEDS / "vector_search.py"), "--task", "locomo", "--data", str(locomo_path),
+               "--conversation", "7", "--limit", "6", "--texts", "25", "--embedder", "hashing", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)  # stdout stays the JSON alone
+    assert report["texts_written"] == 25 and len(report["results"]) == 6
+    assert "writing 25 of" in done.stderr and "texts: those that best cover the 6 questions asked" in done.stderr
+    lines = done.stderr.splitlines()
+    assert any(line.startswith("writing texts 25/25") for line in lines)
+    assert any(line.startswith("answering questions 6/6") for line in lines)
+    refused = cli("eval", str(SEEDS / "vector_search.py"), "--task", "synthetic", "--texts", "0")
+    assert refused.returncode == 2 and "--texts must be at least 1" in refused.stderr
+
+
+def test_texts_covering_the_questions_are_chosen_as_the_search_chooses_them(locomo_path):
+    from mstar_ray.embedding.hashing import HashingEmbedder
+    from mstar_ray.search.split import covering_texts
+    from mstar_ray.search.subsets import facility_location
+
+    task = load_task("locomo", conversation=7, limit=8, data_path=str(locomo_path))
+    embedder = HashingEmbedder()
+    chosen = covering_texts(task.texts, task.questions, embedder, 20)
+    picks = facility_location(embedder.embed([q.question for q in task.questions]),
+                              embedder.embed([t.text for t in task.texts]), 20)
+    assert [t.id for t in chosen] == [task.texts[i].id for i in picks]
+    assert covering_texts(task.texts, task.questions, embedder, 10_000) == task.texts
+
+
+def test_evaluate_reports_its_progress_per_text_and_per_question(synthetic):
+    seen: list[tuple[str, int, int]] = []
+    run(seed_source("vector_search"), synthetic, questions=synthetic.questions[:4], on_progress=lambda *a: seen.append(a))
+    writes = [s for s in seen if s[0] == "write"]
+    reads = [s for s in seen if s[0] == "read"]
+    assert writes == [("write", i, len(synthetic.texts)) for i in range(1, len(synthetic.texts) + 1)]
+    assert reads == [("read", i, 4) for i in range(1, 5)]

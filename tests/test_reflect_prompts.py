@@ -121,3 +121,25 @@ def test_the_history_says_what_earlier_attempts_changed_and_how_many_changed_not
     text = reflection_messages(request, "function")[1]["content"]
     assert "it changed TOP_K" in text and "it changed KnowledgeBase.read" in text
     assert "Of the 3 attempts already made on this program, 1 changed nothing and 1 repeated a program" in text
+
+
+@pytest.mark.parametrize("message", [
+    "Attempt 2 of 3 failed: the code in the reply is not valid Python",
+    "<what you changed in read() and why>",
+    "<what you changed and why, one sentence>",
+    "the change leaves the program as it was",
+    "",
+])
+def test_a_commit_message_that_echoes_our_prompt_is_replaced_by_what_changed(message: str) -> None:
+    from mstar_ray.reflect.reflector import commit_message
+
+    parent = seed_source("vector_search")
+    child = parent.replace("TOP_K = 5", "TOP_K = 8")
+    assert commit_message(message, parent, child) == "changed TOP_K (no message of its own)"
+
+
+def test_a_commit_message_of_its_own_is_kept() -> None:
+    from mstar_ray.reflect.reflector import commit_message
+
+    parent = seed_source("vector_search")
+    assert commit_message("Return eight chunks", parent, parent.replace("TOP_K = 5", "TOP_K = 8")) == "Return eight chunks"

@@ -9,8 +9,7 @@ import os
 import ray
 
 from mstar_ray.agent.protocol import evaluate
-from mstar_ray.llm.cache import CacheStore
-from mstar_ray.llm.governor import Gateway
+from mstar_ray.actors.run_services import RemoteCache, RemoteGateway
 from mstar_ray.llm.roles import RoleClients
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.sandbox_host import SandboxLimits, shared_fork_server
@@ -20,11 +19,12 @@ from mstar_ray.tasks.model import Task
 
 @ray.remote
 class EvaluatorActor:
-    def __init__(self, settings: LLMSettings, limits: SandboxLimits, cache: CacheStore, gateway: Gateway):
+    def __init__(self, settings: LLMSettings, limits: SandboxLimits, cache_name: str, gateway_name: str):
         # The sandbox fork server starts with the actor: its imports cost a second or two of CPU that no
         # evaluation should pay, and a broken install shows at start-up rather than on the first job.
         shared_fork_server()
-        self.roles = RoleClients(settings, cache=cache, gateway=gateway)
+        # the run's services by name (see run_services): no actor handle among the constructor arguments
+        self.roles = RoleClients(settings, cache=RemoteCache.named(cache_name), gateway=RemoteGateway.named(gateway_name))
         self.limits = limits
         self.backend = self.roles.backend()
         self.embedder = self.roles.embedder()

@@ -20,7 +20,7 @@ from ray.exceptions import RayActorError, RayTaskError
 
 from mstar_ray.actors.evaluator import EvaluatorActor
 from mstar_ray.actors.reflector import ReflectorActor
-from mstar_ray.actors.run_services import RemoteCache, RemoteGateway, start_run_services
+from mstar_ray.actors.run_services import start_run_services
 from mstar_ray.actors.structure_tasks import pairwise_on_ray
 from mstar_ray.driver.candidate import Candidate
 from mstar_ray.driver.cluster import pool_size
@@ -111,6 +111,7 @@ class SearchDriver:
         self.state.evaluated, self.state.discarded = restored.evaluated, restored.discarded
         self.state.violations = restored.violations
         self.state.duplicates = restored.duplicates
+        self.started -= restored.wall_s  # wall_s and max_wall_s count every process of the run
         for known in [*restored.members, *restored.queue]:
             self.structure.learn(known.id, known.source)
         if len(self.population):
@@ -129,7 +130,8 @@ class SearchDriver:
         self.progress.message(f"choosing the split with {embedder.name} embeddings ...")
         self.plan = SplitPlan(self.task, embedder, test_fraction=cfg.split.test_fraction,
                               static_size=cfg.split.static_size, rotating_size=cfg.split.rotating_size,
-                              train_ratio=cfg.split.train_ratio, seed=cfg.search.seed)
+                              train_ratio=cfg.split.train_ratio, seed=cfg.search.seed,
+                              test_texts=cfg.split.test_texts)
         if check_split:
             stored = self.run_dir.read_split()
             if stored != self.plan.split:
@@ -164,14 +166,14 @@ class SearchDriver:
         return EvaluatorActor.options(
             num_cpus=cfg.ray.evaluator_cpus, resources=cfg.ray.evaluator_resources, scheduling_strategy="SPREAD",
             max_restarts=cfg.ray.max_restarts, max_task_retries=cfg.ray.max_restarts,
-        ).remote(cfg.llm, cfg.sandbox, RemoteCache(self.cache.actor), RemoteGateway(self.gateway.actor))
+        ).remote(cfg.llm, cfg.sandbox, self.cache.name, self.gateway.name)
 
     def _new_reflector(self):
         cfg = self.config
         return ReflectorActor.options(
             num_cpus=cfg.ray.reflector_cpus, max_restarts=cfg.ray.max_restarts, max_task_retries=cfg.ray.max_restarts,
         ).remote(cfg.search.reflector, cfg.llm, cfg.sandbox, cfg.search.max_repairs,
-                 RemoteCache(self.cache.actor), RemoteGateway(self.gateway.actor))
+                 self.cache.name, self.gateway.name)
 
     # ------------------------------------------------------------------------------------------ the loop
 
@@ -308,7 +310,8 @@ class SearchDriver:
         if flight.kind == "eval":
             self._evaluated(flight.candidate, result)
         else:
-            self.run_dir.write_calls(result.calls, candidate=None)
+            child = result.result.id if isinstance(result.result, Child) else None
+            self.run_dir.write_calls(result.calls, candidate=child, parent=flight.payload.parent_id)
             self._reflected(flight.payload, result.result)
 
     def _task_error(self, exc: RayTaskError, flight: Flight) -> None:
@@ -427,10 +430,10 @@ class SearchDriver:
 
     def _test(self, members: list[Member]) -> dict[str, EvalOutcome]:
         """The held-out test of the best program (and, for comparison, of the best seed), with every
-        text written and the judge scoring when one is configured."""
+        text written (or ``split.test_texts`` of them) and the judge scoring when one is configured."""
         test_ids = self.plan.split.test
         jobs = {m.id: EvalJob(candidate_id=m.id, source=m.source, purpose="test", task_name=self.task.name,
-                              texts=list(self.task.texts), questions=[self.questions[q] for q in test_ids],
+                              texts=self._test_texts(), questions=[self.questions[q] for q in test_ids],
                               static_ids=test_ids, judge=True) for m in members}
         refs = {m.id: self.evaluators[i % len(self.evaluators)].evaluate.remote(jobs[m.id]) for i, m in enumerate(members)}
         outcomes = {member_id: ray.get(ref) for member_id, ref in refs.items()}
@@ -438,6 +441,10 @@ class SearchDriver:
             candidate = Candidate(m.id, m.source, m.parent, m.origin, m.commit_message, m.iteration)
             self.run_dir.write_evaluation(candidate, outcomes[m.id], {q: "test" for q in test_ids})
         return outcomes
+
+    def _test_texts(self) -> list:
+        by_id = {t.id: t for t in self.task.texts}
+        return [by_id[i] for i in self.plan.split.test_texts] or list(self.task.texts)
 
     def _final(self) -> RunResult:
         if not len(self.population):

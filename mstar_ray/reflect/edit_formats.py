@@ -184,12 +184,13 @@ def _parses(source: str) -> bool:
 def _as_definitions(parent: str, reply: ReflectorReply) -> Edit | None:
     if not reply.code_blocks:
         return None
-    source, message, tolerances, unchanged = parent, reply.commit_message, [], []
+    source, message, tolerances, unchanged, changed = parent, reply.commit_message, [], [], set()
     for block in reply.code_blocks:
-        merged = merge_definitions(source, block)
+        merged = merge_definitions(source, block, original=parent, changed=changed)
         source, message = merged.source, merged.commit_message or message
         tolerances += merged.tolerances
         unchanged += merged.unchanged
+    unchanged = [name for name in dict.fromkeys(unchanged) if name not in changed]
     return Edit(source, message, "function", "\n".join(reply.code_blocks), tolerances, unchanged)
 
 

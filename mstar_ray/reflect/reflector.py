@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import random
+import re
 from collections.abc import Callable
 from typing import Literal
 
@@ -18,6 +19,7 @@ from pydantic import BaseModel
 from mstar_ray.contract import REQUIRED_CONSTANTS, check_source, inspect_program
 from mstar_ray.llm.errors import RequestRefused
 from mstar_ray.llm.usage import CallLog
+from mstar_ray.program_ast import changed_pieces
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.edit_formats import EditFormat, read_edit
 from mstar_ray.reflect.function_edit import EditError
@@ -98,6 +100,24 @@ def no_change_error(unchanged: list[str]) -> str:
             "program. Change the body of the part you mean to improve (or change another part)")
 
 
+# Our own prompt text, which small models echo as their commit message (issue 15: a child's message was
+# "Attempt 2 of 3 failed: ...", and the report labelled a family with it).
+_ECHO = re.compile("|".join([r"attempt \d+ of \d+ failed", r"reply again with", r"<[^>]*what you changed",
+                             r"one sentence>", re.escape(NO_CHANGE), re.escape(ALREADY_EVALUATED),
+                             r"breaks the contract", r"not valid python", r"smoke test", r"holds nothing to apply"]),
+                   re.IGNORECASE)
+MAX_NAMED_PIECES = 4
+
+
+def commit_message(message: str, parent: str, child: str) -> str:
+    """The model's message, or, when it has none or echoes our prompt, the parts of the program it changed."""
+    if message.strip() and not _ECHO.search(message):
+        return message
+    changed = changed_pieces(parent, child)
+    named = ", ".join(changed[:MAX_NAMED_PIECES]) + (" ..." if len(changed) > MAX_NAMED_PIECES else "")
+    return f"changed {named} (no message of its own)" if changed else "(no message)"
+
+
 def check_child(parent: str, child: str, request: ReflectionRequest, smoke: SmokeTest,
                 unchanged: list[str] | None = None) -> str | None:
     """The full error a reflector needs to repair ``child``, or ``None`` when it may be evaluated;
@@ -150,7 +170,7 @@ class LLMReflector:
             if error is None:
                 return Child(
                     id=program_id(edit.source), source=edit.source, parent=request.parent_id, origin="reflection",
-                    commit_message=edit.commit_message, patch=edit.text, edit_format=edit.edit_format,
+                    commit_message=commit_message(edit.commit_message, request.parent_source, edit.source), patch=edit.text, edit_format=edit.edit_format,
                     attempts=attempt, errors=errors, tolerances=edit.tolerances,
                 )
             errors.append(error)

@@ -22,7 +22,9 @@ from typing import Annotated, Any, ClassVar, Literal
 import pyarrow as pa
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt, field_validator
 
-SCHEMA_VERSION = 2  # 2: candidates gained tolerances, structural_key, duplicate_of and the novelties
+# 2: candidates gained tolerances, structural_key, duplicate_of and the novelties
+# 3: llm_calls gained parent (the program a reflector call reflected on; candidate is the child it gave)
+SCHEMA_VERSION = 3
 VERSION_KEY = b"mstar_ray.schema_version"
 TABLE_KEY = b"mstar_ray.table"
 
@@ -117,7 +119,8 @@ class LLMCallRow(Row):
     cache_hit: bool = False
     cost_usd: float = 0.0
     retries: Int32 = 0
-    candidate: str | None = None
+    candidate: str | None = None  # the program evaluated; for a reflector call, the child it gave (if any)
+    parent: str | None = None  # reflector calls: the program reflected on
 
 
 class EventRow(Row):
@@ -207,6 +210,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         _req("cost_usd", pa.float64()),
         _req("retries", pa.int32()),
         _opt("candidate", pa.string()),
+        _opt("parent", pa.string()),
     ),
     "events": _schema(
         "events",

@@ -22,6 +22,7 @@ class Split(BaseModel):
     validation: list[str]  # question ids the search may look at
     static: list[str]  # subset of validation: the fitness J
     train_texts: list[str]  # text ids written into memory during the search, in greedy order
+    test_texts: list[str] = []  # text ids written for the held-out test; empty: every text
 
 
 def held_out(questions: list[Question], fraction: float, seed: int) -> list[str]:
@@ -57,7 +58,7 @@ class SplitPlan:
     """The split plus the question vectors needed to re-choose the rotating set each iteration."""
 
     def __init__(self, task: Task, embedder: Embedder, *, test_fraction: float, static_size: int,
-                 rotating_size: int, train_ratio: float, seed: int):
+                 rotating_size: int, train_ratio: float, seed: int, test_texts: int | None = None):
         self.task = task
         self.seed = seed
         self.rotating_size = rotating_size
@@ -72,11 +73,17 @@ class SplitPlan:
         )
         self._static_idx = static_idx
         self._rotating: dict[int, list[str]] = {}
+        chosen_for_test: list[int] = []
+        tested = [q.question for q in task.questions if q.id in test]
+        if test_texts is not None and tested and test_texts < len(task.texts):
+            chosen_for_test = facility_location(np.asarray(embedder.embed(tested), dtype=np.float64), text_vectors,
+                                                test_texts)
         self.split = Split(
             test=sorted(test),
             validation=[q.id for q in self._validation],
             static=[self._validation[i].id for i in static_idx],
             train_texts=[task.texts[i].id for i in train_idx],
+            test_texts=[task.texts[i].id for i in chosen_for_test],
         )
 
     def rotating(self, iteration: int) -> list[str]:
