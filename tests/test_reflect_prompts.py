@@ -81,8 +81,8 @@ def test_the_function_example_is_the_parents_own_method_and_parses() -> None:
     for parent in parents():
         text = instructions("function", parent)
         (code,) = [m.group(2) for m in FENCED.finditer(text)]
-        tree = ast.parse(code)
-        (method,) = tree.body
+        message, method = ast.parse(code).body
+        assert message.targets[0].id == "COMMIT_MESSAGE"  # the commit message inside the block, first
         assert method.name in ("read", "write")
         kb = next(n for n in ast.parse(parent).body if isinstance(n, ast.ClassDef) and n.name == "KnowledgeBase")
         theirs = next(m for m in kb.body if isinstance(m, ast.FunctionDef) and m.name == method.name)
@@ -126,6 +126,7 @@ def test_the_history_says_what_earlier_attempts_changed_and_how_many_changed_not
 @pytest.mark.parametrize("message", [
     "Attempt 2 of 3 failed: the code in the reply is not valid Python",
     "<what you changed in read() and why>",
+    "<what you change in read() and why>",
     "<what you changed and why, one sentence>",
     "the change leaves the program as it was",
     "",

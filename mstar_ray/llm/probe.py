@@ -47,7 +47,7 @@ def wait_until_ready(endpoint: ChatEndpoint, say: Say) -> float:
     still busy after its ``busy_wait_s``."""
     started = time.monotonic()
     limit = endpoint.config.busy_wait_s
-    while not endpoint.ping(min(PING_S, max(limit, 1.0))):
+    while not endpoint.ping(min(PING_S, max(limit - (time.monotonic() - started), 1.0))):
         waited = time.monotonic() - started
         if waited >= limit:
             raise EndpointError(

@@ -40,18 +40,21 @@ in V4A format that edits program.py:
 +<line to add, prefixed by +>
 *** End Patch
 Copy context lines exactly, with their indentation after the one-character prefix. Make one focused change.""",
-    "function": """Reply with one line "COMMIT_MESSAGE: <what you changed and why, one sentence>", then ONE
-```python block holding only what you change, each piece complete:
+    "function": """Reply with ONE ```python block and nothing else. Its first line is
+COMMIT_MESSAGE = "<what you change and why, one sentence>"
+and after it the block holds only what you change, each piece complete:
 - a whole method, e.g. `def read(self, query: Query) -> str:` with its full body (it replaces the method
   of that name in KnowledgeBase), or a whole class or function (it replaces the one of that name, or is added);
 - a constant assignment, e.g. `INSTRUCTION_QUERY = "..."` (it replaces the constant of that name);
-- any new import at the top of the block.
+- any new import.
 Do not write a diff and do not repeat code you leave unchanged. Make one focused change.""",
     "file": """Reply with one line "COMMIT_MESSAGE: <what you changed and why, one sentence>", then the WHOLE
 new program in one ```python block: every import, constant, dataclass and class, changed or not.
 Make one focused change.""",
 }
 
+# The function format asks for the code block first, the commit message inside it: a 0.5B coder asked for a
+# "COMMIT_MESSAGE: ..." line and then a block wrote the line and stopped (24 replies in 24, issue 15).
 # The worked example of the function format is the parent's own shortest required method, as it is: it
 # shows the exact form (a complete method, the program's signature and indentation) yet can never be
 # pasted as a child, since a copy leaves the program as it was and is refused as such. A fixed example
@@ -70,8 +73,8 @@ def instructions(edit_format: EditFormat, parent: str) -> str:
     if example is None:
         return text
     name, code = example
-    return (f"{text}\n{_EXAMPLE_INTRO.format(name=name)}\nCOMMIT_MESSAGE: <what you changed in {name}() and why>\n"
-            f"```python\n{code}\n```")
+    return (f"{text}\n{_EXAMPLE_INTRO.format(name=name)}\n```python\n"
+            f"COMMIT_MESSAGE = \"<what you change in {name}() and why>\"\n{code}\n```")
 
 
 def _method_example(parent: str) -> tuple[str, str] | None:
@@ -91,9 +94,10 @@ def _method_example(parent: str) -> tuple[str, str] | None:
 
 
 REPAIR_ASK: dict[EditFormat, str] = {
-    "v4a": "a corrected patch against the ORIGINAL program",
-    "function": "corrected complete definitions (they are spliced into the ORIGINAL program)",
-    "file": "the corrected whole program",
+    "v4a": "a COMMIT_MESSAGE line and a corrected patch against the ORIGINAL program",
+    "function": ('ONE ```python block: its first line COMMIT_MESSAGE = "...", then corrected complete definitions '
+                 "(they are spliced into the ORIGINAL program)"),
+    "file": "a COMMIT_MESSAGE line and the corrected whole program",
 }
 
 

@@ -119,6 +119,6 @@ def repair_messages(messages: list[dict[str, str]], reply: str, error: str, atte
                     edit_format: EditFormat = "v4a") -> list[dict[str, str]]:
     return messages + [
         {"role": "assistant", "content": reply},
-        {"role": "user", "content": f"Attempt {attempt} of {limit} failed:\n{error}\n\nReply again with a "
-                                    f"COMMIT_MESSAGE line and {REPAIR_ASK[edit_format]}."},
+        {"role": "user", "content": f"Attempt {attempt} of {limit} failed:\n{error}\n\nReply again with "
+                                    f"{REPAIR_ASK[edit_format]}."},
     ]

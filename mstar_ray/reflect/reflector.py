@@ -102,7 +102,7 @@ def no_change_error(unchanged: list[str]) -> str:
 
 # Our own prompt text, which small models echo as their commit message (issue 15: a child's message was
 # "Attempt 2 of 3 failed: ...", and the report labelled a family with it).
-_ECHO = re.compile("|".join([r"attempt \d+ of \d+ failed", r"reply again with", r"<[^>]*what you changed",
+_ECHO = re.compile("|".join([r"attempt \d+ of \d+ failed", r"reply again with", r"<[^>]*what you change",
                              r"one sentence>", re.escape(NO_CHANGE), re.escape(ALREADY_EVALUATED),
                              r"breaks the contract", r"not valid python", r"smoke test", r"holds nothing to apply"]),
                    re.IGNORECASE)
