@@ -195,6 +195,8 @@ def _as_definitions(parent: str, reply: ReflectorReply) -> Edit | None:
         tolerances += merged.tolerances
         unchanged += merged.unchanged
     unchanged = [name for name in dict.fromkeys(unchanged) if name not in changed]
+    if reply.unfenced:
+        tolerances.insert(0, "read: the reply's code had no ``` fence")
     return Edit(source, message, "function", "\n".join(reply.code_blocks), tolerances, unchanged)
 
 
