@@ -85,15 +85,17 @@ class EvalProgress:
         import time
 
         self.stream, self.every_s, self.clock = stream, every_s, time.monotonic
-        self.phase, self.phase_started, self.last = "", 0.0, 0.0
+        self.phase, self.phase_started, self.printed = "", 0.0, 0.0
+        self.previous = self.clock()  # when the last step ended: a phase starts where the one before ended
 
     def __call__(self, phase: str, done: int, total: int) -> None:
         now = self.clock()
         if phase != self.phase:
-            self.phase, self.phase_started, self.last = phase, now - 1e-9, 0.0
-        if done < total and now - self.last < self.every_s and done > 1:
+            self.phase, self.phase_started, self.printed = phase, self.previous, 0.0
+        self.previous = now
+        if done < total and now - self.printed < self.every_s and done > 1:
             return
-        self.last = now
+        self.printed = now
         elapsed = now - self.phase_started
         rate = done / elapsed if elapsed > 0 else 0.0
         left = f", about {(total - done) / rate / 60:.1f} min left" if rate > 0 and done < total else ""

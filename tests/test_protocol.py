@@ -152,3 +152,23 @@ def test_evaluate_reports_its_progress_per_text_and_per_question(synthetic):
     reads = [s for s in seen if s[0] == "read"]
     assert writes == [("write", i, len(synthetic.texts)) for i in range(1, len(synthetic.texts) + 1)]
     assert reads == [("read", i, 4) for i in range(1, 5)]
+
+
+def test_eval_progress_lines_say_rate_and_time_left_from_the_phase_start():
+    import io
+
+    from mstar_ray.cli import EvalProgress
+
+    times = iter([10.0, 20.0, 30.0, 34.0, 40.0])
+    out = io.StringIO()
+    progress = EvalProgress(out, every_s=10)
+    progress.clock = lambda: next(times)
+    progress.previous = 0.0
+    for phase, done, total in [("write", 1, 2), ("write", 2, 2), ("read", 1, 3), ("read", 2, 3), ("read", 3, 3)]:
+        progress(phase, done, total)
+    assert out.getvalue().splitlines() == [
+        "writing texts 1/2 (10 s, 0.10/s, about 0.2 min left)",
+        "writing texts 2/2 (20 s, 0.10/s)",
+        "answering questions 1/3 (10 s, 0.10/s, about 0.3 min left)",
+        "answering questions 3/3 (20 s, 0.15/s)",
+    ]
