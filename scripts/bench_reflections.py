@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_edit_formats import model_arguments, reply_kind, with_server  # noqa: E402
 from bench_programs import seeds_and_mutants  # noqa: E402
 from mstar_ray.agent.offline import OfflineBackend  # noqa: E402
 from mstar_ray.agent.protocol import evaluate  # noqa: E402
@@ -61,11 +62,6 @@ OLD_EXAMPLE = '''def read(self, query: Query) -> str:
     found = self.collection.query(query_texts=[query.query], n_results=5)
     return "\\n\\n".join(reversed(found["documents"][0]))[:3000]'''
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo10.json"
-KINDS = (("leaves the program as it was", "no change"), ("already evaluated", "already evaluated"),
-         ("not valid Python", "not Python"), ("breaks the contract", "contract"), ("smoke test", "smoke test"),
-         ("defines nothing", "nothing to apply"), ("holds nothing", "nothing to apply"),
-         ("Expected", "nothing to apply"), ("hunk", "patch does not apply"), ("refused", "refused"))
-
 
 def smoke(source: str) -> str | None:
     return smoke_test(source, HashingEmbedder())
@@ -158,7 +154,7 @@ def classify(parent: str, reply: str, request: ReflectionRequest, edit_format: s
         error = str(exc)
     if error is None:
         return "valid child", None
-    return next((kind for marker, kind in KINDS if marker in error), error.splitlines()[0][:40]), error
+    return reply_kind(error), error
 
 
 def parents_with_cases(count: int, task: Task, questions: int, texts: int) -> tuple[list[ReflectionRequest], Task]:
@@ -179,7 +175,7 @@ def offline_score(source: str, task: Task) -> float:
     return evaluate(source, task, OfflineBackend(), HashingEmbedder()).score
 
 
-def run(args: argparse.Namespace, url: str, model: str) -> None:
+def run(url: str, model: str, args: argparse.Namespace) -> None:
     task = load_task("locomo", conversation=args.conversation, data_path=args.data)
     requests, small = parents_with_cases(args.parents, task, args.questions, args.texts)
     config = EndpointConfig(base_url=url, model=model, max_tokens=args.max_tokens, temperature=0.7, json_mode=False,
@@ -250,9 +246,7 @@ def run(args: argparse.Namespace, url: str, model: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--smollm2", action="store_true", help="start SmolLM2-135M with llama.cpp (tests/llm_server.py)")
-    parser.add_argument("--url")
-    parser.add_argument("--model")
+    model_arguments(parser)
     parser.add_argument("--parents", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=2, help="reflections per parent, each seeing the ones before")
     parser.add_argument("--repairs", type=int, default=1)
@@ -265,15 +259,9 @@ def main() -> None:
     parser.add_argument("--data", default=str(LOCOMO))
     parser.add_argument("--out", default="/tmp/reflections.jsonl")
     args = parser.parse_args()
-    if args.smollm2:
-        from tests.llm_server import LlamaServer
-
-        with LlamaServer(n_ctx=args.context) as server:
-            run(args, server.base_url, server.model)
-    elif args.url and args.model:
-        run(args, args.url, args.model)
-    else:
+    if not (args.smollm2 or (args.url and args.model)):
         parser.error("give --smollm2, or --url and --model")
+    with_server(args, run)
 
 
 if __name__ == "__main__":
