@@ -149,7 +149,7 @@ def changed_in_reply(parent: str, reply: str) -> list[str]:
 def classify(parent: str, reply: str, request: ReflectionRequest, edit_format: str) -> tuple[str, str | None]:
     try:
         edit = read_edit(parent, reply, edit_format)  # type: ignore[arg-type]
-        error = check_child(parent, edit.source, request, smoke)
+        error = check_child(parent, edit.source, request, smoke, edit.unchanged)
     except (ReplyError, PatchError, EditError) as exc:
         error = str(exc)
     if error is None:

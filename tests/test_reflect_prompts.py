@@ -129,6 +129,7 @@ def test_the_history_says_what_earlier_attempts_changed_and_how_many_changed_not
     "<what you change in read() and why>",
     "<what you changed and why, one sentence>",
     "the change leaves the program as it was",
+    "Seed: vector search over raw-text chunks (top-5, no LLM in read).",  # the parent's own COMMIT_MESSAGE
     "",
 ])
 def test_a_commit_message_that_echoes_our_prompt_is_replaced_by_what_changed(message: str) -> None:

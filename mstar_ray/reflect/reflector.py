@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from mstar_ray.contract import REQUIRED_CONSTANTS, check_source, inspect_program
 from mstar_ray.llm.errors import RequestRefused
 from mstar_ray.llm.usage import CallLog
-from mstar_ray.program_ast import changed_pieces
+from mstar_ray.program_ast import assigned_name, changed_pieces
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.edit_formats import EditFormat, read_edit
 from mstar_ray.reflect.function_edit import EditError
@@ -110,12 +110,24 @@ MAX_NAMED_PIECES = 4
 
 
 def commit_message(message: str, parent: str, child: str) -> str:
-    """The model's message, or, when it has none or echoes our prompt, the parts of the program it changed."""
-    if message.strip() and not _ECHO.search(message):
+    """The model's message, or, when it has none, echoes our prompt or repeats the parent's own message (a
+    program's COMMIT_MESSAGE constant is in the prompt), the parts of the program it changed."""
+    if message.strip() and not _ECHO.search(message) and message.strip() != _own_message(parent):
         return message
     changed = changed_pieces(parent, child)
     named = ", ".join(changed[:MAX_NAMED_PIECES]) + (" ..." if len(changed) > MAX_NAMED_PIECES else "")
     return f"changed {named} (no message of its own)" if changed else "(no message)"
+
+
+def _own_message(source: str) -> str | None:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if assigned_name(node) == "COMMIT_MESSAGE" and isinstance(node.value, ast.Constant):
+            return str(node.value.value).strip()
+    return None
 
 
 def check_child(parent: str, child: str, request: ReflectionRequest, smoke: SmokeTest,
