@@ -112,3 +112,14 @@ def test_a_real_server_busy_with_a_long_request_is_told_apart_and_waited_for(llm
                              said.append)
     assert FLOOR_S <= probed.task.timeout_s <= CAP_S
     assert any("tokens/s generated" in line for line in said)
+
+
+def test_a_speed_check_that_times_out_sets_the_timeout_to_its_cap(monkeypatch):
+    import mstar_ray.llm.probe as probe
+
+    monkeypatch.setattr(probe, "CAP_S", 12)  # the check waits max(busy_wait_s, CAP_S / 6) = 2 s
+    with ScriptedServer(latency_s=3) as server:
+        said: list[str] = []
+        config = {"base_url": server.base_url, "model": "m", "busy_wait_s": 1}
+        probed = probe_endpoints(LLMSettings(task=config), said.append)
+    assert probed.task.timeout_s == 12 and any("speed check failed (timed out" in line for line in said)

@@ -65,9 +65,11 @@ class Completion(BaseModel):
 class CallFailure(Exception):
     """One failed attempt, classified for the retry loop."""
 
-    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None, status: int | None = None):
+    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None, status: int | None = None,
+                 timed_out: bool = False):
         super().__init__(message)
         self.retryable = retryable
+        self.timed_out = timed_out
         self.retry_after = retry_after
         self.status = status
 
@@ -130,7 +132,7 @@ class ChatEndpoint:
         try:
             response = self._client.with_options(timeout=timeout).chat.completions.create(**body)
         except openai.APITimeoutError:
-            raise CallFailure(f"timed out after {timeout:g} s", retryable=True) from None
+            raise CallFailure(f"timed out after {timeout:g} s", retryable=True, timed_out=True) from None
         except openai.APIConnectionError as exc:
             raise CallFailure(f"connection failed ({exc.__cause__ or exc})", retryable=True) from None
         except openai.APIStatusError as exc:

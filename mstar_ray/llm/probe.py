@@ -31,7 +31,9 @@ CAP_S = 1800.0
 TYPICAL_PROMPT_TOKENS = 1500
 REFLECTOR_PROMPT_TOKENS = 4000
 _FILLER = ("Memory programs store what an agent reads and return what it needs to answer later questions. ")
-_SPEED_PROMPT = _FILLER * 20  # about 300 tokens
+_SPEED_PROMPT = _FILLER * 20
+SPEED_PROMPT_TOKENS = 300  # about, for the speed prompt
+COUNT_TOKENS = 48
 _COUNT_PROMPT = "Count from 1 to 60, the numbers separated by spaces, and nothing else."
 
 Say = Callable[[str], None]
@@ -61,18 +63,21 @@ def wait_until_ready(endpoint: ChatEndpoint, say: Say) -> float:
 
 def measure_speed(endpoint: ChatEndpoint, say: Say) -> Speed | None:
     """Prompt and generation speed from two small requests (unique prompts, so no prefix cache answers);
-    None, said, when a check request fails in a way a retry could cure (the run's retries will meet it).
+    a check that times out gives the speeds it could not reach (so the timeout goes to its cap), and one
+    that fails otherwise in a way a retry could cure gives None, said (the run's retries will meet it).
     Raises ``EndpointError`` when the endpoint refuses it for good (e.g. an unknown model)."""
     nonce = uuid.uuid4().hex[:8]
     timeout = max(endpoint.config.busy_wait_s, CAP_S / 6)
     try:
         long = _timed(endpoint, f"[{nonce}] {_SPEED_PROMPT}\nReply with one word.", 1, timeout)
         prompt_tps = max(long.prompt_tokens, 1) / max(long.seconds, 1e-3)
-        short = _timed(endpoint, f"[{nonce}] {_COUNT_PROMPT}", 48, timeout)
+        short = _timed(endpoint, f"[{nonce}] {_COUNT_PROMPT}", COUNT_TOKENS, timeout)
     except CallFailure as failure:
         if not failure.retryable:
             raise EndpointError(f"{endpoint.where()} refused the speed check: {failure}") from None
         say(f"{endpoint.where()}: the speed check failed ({failure})")
+        if failure.timed_out:  # slower than the check could see (a server shared with other clients)
+            return Speed(prompt_tps=SPEED_PROMPT_TOKENS / timeout, generation_tps=COUNT_TOKENS / timeout)
         return None
     generating = max(short.seconds - short.prompt_tokens / prompt_tps, 1e-3)
     return Speed(prompt_tps=prompt_tps, generation_tps=max(short.completion_tokens, 1) / generating)
