@@ -51,3 +51,25 @@ def changed_pieces(parent: str, child: str) -> list[str]:
     before, after = named_pieces(parent), named_pieces(child)
     changed = [name for name, dump in after.items() if before.get(name) != dump]
     return changed + [name for name in before if name not in after]
+
+
+def unused_additions(parent: str, child: str) -> list[str]:
+    """When everything the child changes is a piece the parent lacks (``named_pieces``) and no code of
+    the child uses any of them, their names; else []. Such a child behaves as its parent: the agent calls
+    only ``__init__``, ``write`` and ``read``."""
+    before, after = named_pieces(parent), named_pieces(child)
+    changed = changed_pieces(parent, child)
+    if not changed or any(name in before for name in changed):
+        return []
+    added = {name.rsplit(".", 1)[-1]: name for name in changed}
+    used: set[str] = set()
+    for node in ast.parse(child).body:
+        for holder in (node.body if isinstance(node, ast.ClassDef) else [node]):
+            if getattr(holder, "name", None) in added or assigned_name(holder) in added:
+                continue  # a piece's own definition is no use of it
+            for inner in ast.walk(holder):
+                if isinstance(inner, ast.Name):
+                    used.add(inner.id)
+                elif isinstance(inner, ast.Attribute):
+                    used.add(inner.attr)
+    return [] if used & set(added) else sorted(added.values())

@@ -145,3 +145,18 @@ def test_a_commit_message_of_its_own_is_kept() -> None:
 
     parent = seed_source("vector_search")
     assert commit_message("Return eight chunks", parent, parent.replace("TOP_K = 5", "TOP_K = 8")) == "Return eight chunks"
+
+
+def test_a_child_that_only_adds_code_nothing_uses_is_refused():
+    """issue 15: a 0.5B coder's 'child' re-wrote the program and added KnowledgeBase.answer_query, which the
+    agent never calls: it would have cost an evaluation to learn it behaves as its parent."""
+    parent = seed_source("vector_search")
+    request = ReflectionRequest(parent_id=program_id(parent), parent_source=parent, parent_score=0.2)
+    idle = parent + "\n    def answer_query(self, query: Query) -> str:\n        return 'Answering question...'\n"
+    error = check_child(parent, idle, request, lambda s: None)
+    assert error.startswith(NO_CHANGE) and "only adds KnowledgeBase.answer_query" in error
+    used = idle.replace("        docs = found", "        self.answer_query(query)\n        docs = found")
+    assert check_child(parent, used, request, lambda s: None) is None
+    constant = parent.replace("TOP_K = 5\n", "TOP_K = 5\nEXTRA_K = 3\n")
+    assert "only adds EXTRA_K" in check_child(parent, constant, request, lambda s: None)
+    assert check_child(parent, constant.replace("min(TOP_K", "min(TOP_K + EXTRA_K"), request, lambda s: None) is None

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from mstar_ray.contract import REQUIRED_CONSTANTS, check_source, inspect_program
 from mstar_ray.llm.errors import RequestRefused
 from mstar_ray.llm.usage import CallLog
-from mstar_ray.program_ast import assigned_name, changed_pieces
+from mstar_ray.program_ast import assigned_name, changed_pieces, unused_additions
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.edit_formats import EditFormat, read_edit
 from mstar_ray.reflect.function_edit import EditError
@@ -139,6 +139,10 @@ def check_child(parent: str, child: str, request: ReflectionRequest, smoke: Smok
     violations = check_source(child)
     if violations:
         return "the program breaks the contract:\n" + "\n".join(f"  {v}" for v in violations)
+    unused = unused_additions(parent, child)
+    if unused:
+        return (f"{NO_CHANGE} in what it does: it only adds {', '.join(unused)}, which no code of the program uses "
+                "(the agent calls only __init__, write and read). Change the code that should use it")
     frozen = frozen_violation(parent, child, frozen_code=request.frozen_code, frozen_instructions=request.frozen_instructions)
     if frozen:
         return frozen
