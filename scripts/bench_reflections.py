@@ -17,6 +17,7 @@ Every prompt and reply goes to ``--out`` (JSON lines), to be read.
     .venv/bin/python scripts/bench_reflections.py --url http://127.0.0.1:8080/v1 --model NAME \\
         [--parents 6] [--rounds 2] [--repairs 1] [--out /tmp/reflections.jsonl]
     .venv/bin/python scripts/bench_reflections.py --smollm2     # the test model, for the mechanics
+    .venv/bin/python scripts/bench_reflections.py --reclassify /tmp/reflections.jsonl  # the same replies, today's code
 """
 
 from __future__ import annotations
@@ -244,6 +245,21 @@ def run(url: str, model: str, args: argparse.Namespace) -> None:
         print(f"  {suspect}")
 
 
+def reclassify(path: str, edit_format: str) -> None:
+    """Every reply of an earlier run read and checked again by the code as it is now (its repair turns
+    stay those the model got then; "already evaluated" cannot recur: the ids seen then are not stored)."""
+    kinds: Counter = Counter()
+    for line in open(path, encoding="utf-8"):
+        row = json.loads(line)
+        parent = re.findall(r"```python\n(.*?)```", row["prompt"][1]["content"], re.DOTALL)[0]
+        request = ReflectionRequest(parent_id=row["parent"], parent_source=parent, parent_score=0.0)
+        kind, error = classify(parent, row["reply"], request, edit_format)
+        kinds[(row["kind"], kind)] += 1
+        print(f"{row['parent']} r{row['round']} a{row['attempt']}: {row['kind']} -> {kind}"
+              + (f" ({error.splitlines()[0][:150]})" if error else ""))
+    print("\nthen -> now: " + ", ".join(f"{a} -> {b}: {n}" for (a, b), n in kinds.most_common()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     model_arguments(parser)
@@ -258,7 +274,11 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=40)
     parser.add_argument("--data", default=str(LOCOMO))
     parser.add_argument("--out", default="/tmp/reflections.jsonl")
+    parser.add_argument("--reclassify", metavar="FILE", help="read the replies of an earlier --out again, no model")
     args = parser.parse_args()
+    if args.reclassify:
+        reclassify(args.reclassify, args.format)
+        return
     if not (args.smollm2 or (args.url and args.model)):
         parser.error("give --smollm2, or --url and --model")
     with_server(args, run)
