@@ -198,6 +198,6 @@ def test_reflector_calls_name_parent_and_child_echoed_messages_are_replaced_and_
     children = [c for c in candidates.values() if c["origin"] == "reflection"]
     assert children and all(c["commit_message"] == "changed TOP_K (no message of its own)" for c in children)
     calls = [c for c in table(run_dir, "llm_calls") if c["role"] == "reflector"]
-    assert calls and all(c["parent"] in candidates and candidates[c["parent"]]["origin"] == "seed" for c in calls)
+    assert calls and all(c["parent"] in candidates for c in calls)  # a seed, or a child reflected on in turn
     assert {c["candidate"] for c in calls} <= {c["id"] for c in children} | {None}
     assert {c["candidate"] for c in calls} & {c["id"] for c in children}
