@@ -8,8 +8,8 @@ import os
 
 import ray
 
-from mstar_ray.agent.protocol import evaluate
 from mstar_ray.actors.run_services import RemoteCache, RemoteGateway
+from mstar_ray.agent.protocol import evaluate
 from mstar_ray.llm.roles import RoleClients
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.sandbox_host import SandboxLimits, shared_fork_server

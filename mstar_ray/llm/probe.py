@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from mstar_ray.llm.endpoint import PING_S, UNMEASURED_TIMEOUT_S, CallFailure, ChatEndpoint, EndpointConfig
 from mstar_ray.llm.errors import EndpointError
+from mstar_ray.llm.settings import ReflectorConfig
 
 SAFETY = 3.0
 FLOOR_S = 30.0
@@ -90,8 +91,8 @@ def _timed(endpoint: ChatEndpoint, prompt: str, max_tokens: int, timeout_s: floa
 
 
 def typical_prompt_tokens(config: EndpointConfig) -> int:
-    context = getattr(config, "context_tokens", None)
-    if getattr(config, "edit_format", None) is not None:  # the reflector's config
+    if isinstance(config, ReflectorConfig):
+        context = config.context_tokens
         return max(context - config.max_tokens, TYPICAL_PROMPT_TOKENS) if context else REFLECTOR_PROMPT_TOKENS
     return TYPICAL_PROMPT_TOKENS
 
