@@ -145,6 +145,8 @@ def test_a_commit_message_of_its_own_is_kept() -> None:
 
     parent = seed_source("vector_search")
     assert commit_message("Return eight chunks", parent, parent.replace("TOP_K = 5", "TOP_K = 8")) == "Return eight chunks"
+    # seen in a real run: the placeholder's brackets around the model's own words
+    assert commit_message("<change read() to return eight chunks>", parent, parent) == "change read() to return eight chunks"
 
 
 def test_a_child_that_only_adds_code_nothing_uses_is_refused():

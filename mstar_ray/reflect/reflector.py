@@ -102,8 +102,8 @@ def no_change_error(unchanged: list[str]) -> str:
 
 # Our own prompt text, which small models echo as their commit message (issue 15: a child's message was
 # "Attempt 2 of 3 failed: ...", and the report labelled a family with it).
-_ECHO = re.compile("|".join([r"attempt \d+ of \d+ failed", r"reply again with", r"<[^>]*what you change",
-                             r"one sentence>", re.escape(NO_CHANGE), re.escape(ALREADY_EVALUATED),
+_ECHO = re.compile("|".join([r"attempt \d+ of \d+ failed", r"reply again with", r"what you change",
+                             r"and why, one sentence", re.escape(NO_CHANGE), re.escape(ALREADY_EVALUATED),
                              r"breaks the contract", r"not valid python", r"smoke test", r"holds nothing to apply"]),
                    re.IGNORECASE)
 MAX_NAMED_PIECES = 4
@@ -112,7 +112,10 @@ MAX_NAMED_PIECES = 4
 def commit_message(message: str, parent: str, child: str) -> str:
     """The model's message, or, when it has none, echoes our prompt or repeats the parent's own message (a
     program's COMMIT_MESSAGE constant is in the prompt), the parts of the program it changed."""
-    if message.strip() and not _ECHO.search(message) and message.strip() != _own_message(parent):
+    message = message.strip()
+    if message.startswith("<") and message.endswith(">"):  # our placeholder's brackets around its own words
+        message = message[1:-1].strip()
+    if message and not _ECHO.search(message) and message != _own_message(parent):
         return message
     changed = changed_pieces(parent, child)
     named = ", ".join(changed[:MAX_NAMED_PIECES]) + (" ..." if len(changed) > MAX_NAMED_PIECES else "")
