@@ -45,7 +45,8 @@ def test_a_structural_duplicate_is_not_evaluated_and_novelty_is_logged(tmp_path)
                        "reflector": "llm",
                        "reflections_in_flight": 1, "evaluations_in_flight": 1},
             "llm": {"embedding": {"kind": "hashing"},
-                    "reflector": {"base_url": server.base_url, "model": "scripted", "json_mode": False}},
+                    "reflector": {"base_url": server.base_url, "model": "scripted", "json_mode": False,
+                                  "timeout_s": 30}},  # no start-up speed check to take the scripted replies
             "ray": {"num_cpus": 2},
         }
         path = tmp_path / "run.yaml"
