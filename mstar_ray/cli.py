@@ -51,16 +51,57 @@ def cmd_eval(args: argparse.Namespace) -> int:
     task = load_task(
         args.task, conversation=args.conversation, limit=args.limit, data_path=args.data, seed=args.seed
     )
-    probe_endpoints(settings)
+    if args.texts is not None and args.texts < 1:
+        raise ValueError(f"--texts must be at least 1, got {args.texts}")
+    settings = probe_endpoints(settings)
     roles = RoleClients(settings, cache=SqliteCache(args.cache) if args.cache else None)
+    embedder = roles.embedder()
+    if args.texts is not None and args.texts < len(task.texts):
+        from mstar_ray.search.split import covering_texts
+
+        chosen = covering_texts(task, task.questions, embedder, args.texts)
+        print(f"writing {len(chosen)} of {len(task.texts)} texts: those holding the evidence of the {len(task.questions)} "
+              f"questions asked, and those that best cover them ({embedder.name} embeddings), as the search chooses "
+              "its training texts",
+              file=sys.stderr)
+        task = task.model_copy(update={"texts": chosen})
     limits = SandboxLimits(call_timeout_s=args.call_timeout)
-    report = evaluate(source, task, roles.backend(), roles.embedder(), limits=limits, judge=roles.judge())
+    report = evaluate(source, task, roles.backend(), embedder, limits=limits, judge=roles.judge(),
+                      progress=ProgressPrinter(sys.stderr))
     if args.json:
         print(report.model_dump_json(indent=2))
     else:
         print(_format_report(args.program, report))
         print(_format_usage(report, roles.gateway.snapshot(), args.cache))
     return EXIT_PROGRAM if report.violation else EXIT_OK
+
+
+class ProgressPrinter:
+    """``evaluate``'s progress on stderr: a line when a phase starts and ends, and every ``every_s`` seconds
+    between, with the rate and the evaluation's own time left (``EvalProgress.eta_s``)."""
+
+    def __init__(self, stream, every_s: float = 10.0):
+        import time
+
+        self.stream, self.every_s, self.clock = stream, every_s, time.monotonic
+        self.phase, self.printed = "", 0.0
+
+    def __call__(self, progress) -> None:
+        if progress.finished:
+            return
+        if progress.questions_done:
+            phase, done, total, elapsed = ("answering questions", progress.questions_done, progress.questions_total,
+                                           progress.read_s)
+        else:
+            phase, done, total, elapsed = "writing texts", progress.texts_done, progress.texts_total, progress.write_s
+        now = self.clock()
+        if phase == self.phase and done < total and now - self.printed < self.every_s:
+            return
+        self.phase, self.printed = phase, now
+        rate = done / elapsed if elapsed > 0 else 0.0
+        eta = progress.eta_s()
+        left = f", about {eta / 60:.1f} min left" if eta and done < total else ""
+        print(f"{phase} {done}/{total} ({elapsed:.0f} s, {rate:.2f}/s{left})", file=self.stream, flush=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -195,6 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("program", help="path to the program's .py file")
     ev.add_argument("--task", choices=["locomo", "synthetic"], default="synthetic")
     ev.add_argument("--limit", type=int, default=None, help="at most N questions, spread over categories")
+    ev.add_argument("--texts", type=int, default=None, metavar="N",
+                    help="write only the N texts that best cover the questions asked (as the search chooses its "
+                         "training texts); default: every text of the task")
     ev.add_argument("--conversation", type=int, default=0, help="LoCoMo conversation index (0-based)")
     ev.add_argument("--data", default=None, help="path to locomo10.json (else $MSTAR_LOCOMO_PATH, caches)")
     ev.add_argument("--seed", type=int, default=0, help="seed of the synthetic task")
@@ -206,7 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--llm-model", help="model name at that endpoint")
     ev.add_argument("--llm-key-env", default=None, help="NAME of the environment variable holding the key")
     ev.add_argument("--llm-max-tokens", type=int, default=256)
-    ev.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per request")
+    ev.add_argument("--llm-timeout", type=float, default=None,
+                    help="seconds per request; default: chosen from the endpoint's speed measured at start-up")
     ev.add_argument("--llm-config", default=None,
                     help="YAML of the llm settings: task/toolkit/judge endpoints, embedding, prices, budget")
     ev.add_argument("--embedder", choices=["minilm", "openai", "hashing"], default=None,

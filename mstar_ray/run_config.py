@@ -37,6 +37,8 @@ class SplitConfig(_Section):
                                "never fewer than the texts holding the static questions' evidence")
     confirmation_size: int = Field(12, ge=0, description="validation questions kept out of the static and rotating "
                                    "sets, to settle a close call between the best and a contender at the end")
+    test_texts: int | None = Field(None, gt=0, description="texts written for the held-out test: those holding the test "
+                                   "questions' evidence, then those covering them (facility location); default every text")
 
 
 class SearchConfig(_Section):

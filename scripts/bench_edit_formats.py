@@ -100,7 +100,7 @@ def with_model(url: str, model: str, args: argparse.Namespace) -> None:
                 read_as[result.edit_format] += 1
                 messages.append(f"attempt {result.attempts}: {result.commit_message[:90]!r}")
             else:
-                outcomes[_kind(result.errors[-1] if result.errors else result.reason)] += 1
+                outcomes[reply_kind(result.errors[-1] if result.errors else result.reason)] += 1
         valid = outcomes.pop("valid child", 0)
         formats = ", ".join(f"{k} {v}" for k, v in read_as.items()) or "-"
         print(f"  {fmt:9} {valid}/{len(batch)} valid children (read as: {formats}); last errors of the rest: "
@@ -109,21 +109,37 @@ def with_model(url: str, model: str, args: argparse.Namespace) -> None:
             print(f"      child, {message}")
 
 
-def _kind(error: str) -> str:
-    for marker, kind in (("not valid Python", "not Python"), ("breaks the contract", "contract"),
-                         ("smoke test", "smoke test"), ("leaves the program as it was", "no change"),
-                         ("hunk", "patch does not apply"), ("holds nothing", "nothing to apply"), ("defines nothing", "nothing to apply"),
-                         ("Expected", "nothing to apply"), ("refused", "refused (context)")):
-        if marker in error:
-            return kind
-    return error.splitlines()[0][:40]
+_KINDS = (("not valid Python", "not Python"), ("breaks the contract", "contract"), ("smoke test", "smoke test"),
+          ("leaves the program as it was", "no change"), ("already evaluated", "already evaluated"),
+          ("hunk", "patch does not apply"), ("holds nothing", "nothing to apply"), ("defines nothing", "nothing to apply"),
+          ("Expected", "nothing to apply"), ("refused", "refused (context)"))
+
+
+def reply_kind(error: str) -> str:
+    """A short name for why a reply gave no child (the reply benchmarks count them by it)."""
+    return next((kind for marker, kind in _KINDS if marker in error), error.splitlines()[0][:40])
+
+
+def model_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--smollm2", action="store_true", help="start SmolLM2-135M with llama.cpp (tests/llm_server.py)")
+    parser.add_argument("--url")
+    parser.add_argument("--model")
+
+
+def with_server(args: argparse.Namespace, run) -> None:
+    """``run(url, model, args)`` on SmolLM2 started here (``--smollm2``) or on the server given."""
+    if args.smollm2:
+        from tests.llm_server import LlamaServer
+
+        with LlamaServer(n_ctx=args.context) as server:
+            run(server.base_url, server.model, args)
+    elif args.url and args.model:
+        run(args.url, args.model, args)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--smollm2", action="store_true", help="start SmolLM2-135M with llama.cpp (tests/llm_server.py)")
-    parser.add_argument("--url")
-    parser.add_argument("--model")
+    model_arguments(parser)
     parser.add_argument("--requests", type=int, default=6)
     parser.add_argument("--repairs", type=int, default=1)
     parser.add_argument("--max-tokens", type=int, default=400)
@@ -131,13 +147,7 @@ def main() -> None:
     parser.add_argument("--context", type=int, default=2048, help="the server's context window (tokens)")
     args = parser.parse_args()
     fixtures()
-    if args.smollm2:
-        from tests.llm_server import LlamaServer
-
-        with LlamaServer(n_ctx=args.context) as server:
-            with_model(server.base_url, server.model, args)
-    elif args.url and args.model:
-        with_model(args.url, args.model, args)
+    with_server(args, with_model)
 
 
 if __name__ == "__main__":

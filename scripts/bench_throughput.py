@@ -88,7 +88,7 @@ def pooled(evaluators: int, sources: list[str], url: str, task: Task) -> tuple[f
     with tempfile.TemporaryDirectory() as run_dir:
         cache, gateway = start_run_services(run_dir, settings)
         pool = [EvaluatorActor.options(num_cpus=0.01, resources={"evaluator": 1}, scheduling_strategy="SPREAD")
-                .remote(settings, SandboxLimits(), cache, gateway) for _ in range(evaluators)]
+                .remote(settings, SandboxLimits(), cache.name, gateway.name) for _ in range(evaluators)]
         ray.get([actor.pid.remote() for actor in pool])  # started before the clock runs
         jobs = [EvalJob(candidate_id=program_id(s), source=s, purpose="search", task_name=task.name, texts=task.texts,
                         questions=task.questions, static_ids=[q.id for q in task.questions]) for s in sources]

@@ -50,7 +50,9 @@ def test_a_dead_endpoint_stops_before_any_evaluation(tmp_path):
 def test_a_429_storm_is_reported_as_it_is_waited_out(tmp_path):
     with ScriptedServer() as server:
         server.fail_next(4, 429, {"retry-after-ms": "200"})
-        config = write_config(tmp_path, {"task": {"base_url": server.base_url, "model": "scripted", "max_retries": 6}})
+        # timeout_s set: no speed check at start-up takes the first 429s
+        config = write_config(tmp_path, {"task": {"base_url": server.base_url, "model": "scripted", "max_retries": 6,
+                                                  "timeout_s": 30}})
         done = eval_cli("--llm-config", config, "--limit", "2", "--seed", "3")
     assert done.returncode == 0, done.stderr
     retries = [line for line in done.stderr.splitlines() if "HTTP 429" in line]
@@ -61,7 +63,7 @@ def test_a_429_storm_is_reported_as_it_is_waited_out(tmp_path):
 def test_a_spent_budget_stops_the_command(tmp_path):
     with ScriptedServer() as server:
         config = write_config(tmp_path, {
-            "task": {"base_url": server.base_url, "model": "scripted"},
+            "task": {"base_url": server.base_url, "model": "scripted", "timeout_s": 30},  # no speed check
             "prices": {"scripted": {"input_per_mtok": 1000, "output_per_mtok": 1000}},
             "budget": {"max_usd": 0.1},
         })

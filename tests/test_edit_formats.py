@@ -14,7 +14,7 @@ from mstar_ray.llm.cache import MemoryCache
 from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig
 from mstar_ray.program_id import program_id
-from mstar_ray.reflect.edit_formats import INSTRUCTIONS, read_edit, resolve_format
+from mstar_ray.reflect.edit_formats import EDIT_FORMATS, instructions, read_edit, resolve_format
 from mstar_ray.reflect.function_edit import EditError, merge_definitions
 from mstar_ray.reflect.prompt import CHARS_PER_TOKEN, reflection_messages
 from mstar_ray.reflect.reflector import Child, LLMReflector, check_child
@@ -65,7 +65,7 @@ def test_fixture_reply_has_its_stated_outcome(path: Path) -> None:
 
 
 def test_every_format_has_fixtures_of_both_outcomes() -> None:
-    for fmt in INSTRUCTIONS:
+    for fmt in EDIT_FORMATS:
         expectations = [p.read_text().split("\n", 1)[0] for p in FIXTURES if p.name.startswith(fmt + "_")]
         assert any("child" in e for e in expectations) and any("error" in e for e in expectations), fmt
 
@@ -144,7 +144,7 @@ def test_a_prompt_for_a_small_context_drops_cases_first_and_keeps_the_program() 
     text = tight[0]["content"] + tight[1]["content"]
     assert len(text) / CHARS_PER_TOKEN <= budget < len(roomy) / CHARS_PER_TOKEN
     assert PARENT in tight[1]["content"] and "Failed case 1" in tight[1]["content"]
-    assert "A case that worked" not in tight[1]["content"] and INSTRUCTIONS["function"] in tight[1]["content"]
+    assert "A case that worked" not in tight[1]["content"] and instructions("function", PARENT) in tight[1]["content"]
 
 
 def test_a_function_repair_carries_the_failed_reply_and_its_error() -> None:
@@ -169,3 +169,36 @@ def test_a_method_taken_from_a_class_block_keeps_its_multiline_string() -> None:
     code = 'class KnowledgeBase:\n    def read(self, query):\n        note = """first\nsecond"""\n        return note\n'
     merged = merge_definitions(PARENT, code)
     assert '        note = """first\nsecond"""' in merged.source and "def write(" in merged.source
+
+
+NEW_READ = '''def read(self, query: Query) -> str:
+    if self.count == 0:
+        return ""
+    found = self.collection.query(query_texts=[query.query], n_results=min(8, self.count))
+    return "\\n\\n".join(found["documents"][0])[:MAX_CONTEXT_CHARS]
+'''
+
+
+def _class_as_it_is() -> str:
+    """The parent's whole KnowledgeBase class, unchanged, as a model pastes it "for context"."""
+    return PARENT[PARENT.index("class KnowledgeBase:"):]
+
+
+@pytest.mark.parametrize("layout", ["one block", "two blocks"])
+def test_a_changed_method_is_not_undone_by_a_later_copy_of_the_class_as_it_was(layout: str) -> None:
+    code = NEW_READ + "\n\n" + _class_as_it_is()
+    reply = (f"COMMIT_MESSAGE: top 8\n```python\n{code}```\n" if layout == "one block" else
+             f"COMMIT_MESSAGE: top 8\n```python\n{NEW_READ}```\nThe whole class:\n```python\n{_class_as_it_is()}```\n")
+    edit = read_edit(PARENT, reply, "function")
+    assert "n_results=min(8, self.count)" in edit.source and edit.source != PARENT
+    assert any(t.startswith("ignored: a later copy of KnowledgeBase.read") for t in edit.tolerances)
+    assert edit.unchanged == ["KnowledgeBase.__init__", "KnowledgeBase.write"]
+    assert check_child(PARENT, edit.source, request(), smoke) is None
+
+
+def test_a_method_restated_unchanged_alone_is_no_change_and_named():
+    original = PARENT[PARENT.index("    def read("):].replace("\n    ", "\n")[4:]
+    edit = read_edit(PARENT, f"COMMIT_MESSAGE: better\n```python\n{original}```\n", "function")
+    assert edit.source == PARENT and edit.unchanged == ["KnowledgeBase.read"]
+    error = check_child(PARENT, edit.source, request(), smoke, edit.unchanged)
+    assert "leaves the program as it was: KnowledgeBase.read in your reply is the same code" in error

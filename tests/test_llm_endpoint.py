@@ -61,7 +61,7 @@ def test_whole_eval_of_a_seed_through_the_real_server(llm_server):
 def test_a_server_killed_mid_run_gives_a_clear_error(llm_server_factory):
     server = llm_server_factory()
     client = client_for(server)
-    client.endpoint.probe()
+    assert client.endpoint.ping()
     assert client.complete([{"role": "user", "content": "Say hi."}], step="answer", max_tokens=4).text is not None
     server.kill()
     with pytest.raises(EndpointError) as caught:
@@ -74,7 +74,7 @@ def test_a_server_killed_mid_run_gives_a_clear_error(llm_server_factory):
 def test_an_unreachable_endpoint_is_named_before_any_evaluation():
     config = EndpointConfig(base_url=f"http://127.0.0.1:{free_port()}/v1", model="m", max_retries=0)
     with pytest.raises(EndpointError) as caught:
-        ChatEndpoint("reflector", config).probe()
+        ChatEndpoint("reflector", config).ping()
     assert "role 'reflector'" in str(caught.value) and "unreachable" in str(caught.value)
 
 

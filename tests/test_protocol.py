@@ -147,3 +147,64 @@ def test_the_eta_counts_the_work_left_at_the_rates_seen():
     reading = EvalProgress(texts_total=10, questions_total=4, texts_done=10, questions_done=1, write_s=20.0, read_s=6.0)
     assert reading.eta_s() == 3 * 6.0
     assert EvalProgress(texts_total=0, questions_total=3).eta_s() is None
+def test_eval_texts_bounds_the_texts_written_and_progress_goes_to_stderr(locomo_path):
+    """issue 15, item 5: ``--limit`` alone still wrote all 509 texts of a conversation, silently."""
+    done = cli("eval", str(SEEDS / "vector_search.py"), "--task", "locomo", "--data", str(locomo_path),
+               "--conversation", "7", "--limit", "6", "--texts", "10", "--embedder", "hashing", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)  # stdout stays the JSON alone
+    import re
+
+    written, total = map(int, re.search(r"writing (\d+) of (\d+) texts: those holding the evidence of the 6 "
+                                        r"questions asked", done.stderr).groups())
+    assert 10 <= written < total and report["texts_written"] == written and len(report["results"]) == 6
+    lines = done.stderr.splitlines()
+    assert any(line.startswith(f"writing texts {written}/{written}") for line in lines)
+    assert any(line.startswith("answering questions 6/6") for line in lines)
+    refused = cli("eval", str(SEEDS / "vector_search.py"), "--task", "synthetic", "--texts", "0")
+    assert refused.returncode == 2 and "--texts must be at least 1" in refused.stderr
+
+
+def test_texts_covering_the_questions_hold_their_evidence_and_fill_up_as_the_search_does(locomo_path):
+    from mstar_ray.embedding.hashing import HashingEmbedder
+    from mstar_ray.search.split import covering_texts
+    from mstar_ray.search.subsets import facility_location
+
+    task = load_task("locomo", conversation=7, limit=8, data_path=str(locomo_path), granularity="turn")
+    embedder = HashingEmbedder()
+    chosen = [t.id for t in covering_texts(task, task.questions, embedder, 20)]
+    holders = task.evidence_holders()
+    evidence = {holders[u] for q in task.questions for u in q.evidence}
+    assert evidence <= set(chosen) and len(chosen) == max(20, len(evidence))
+    order = [t.id for t in task.texts]
+    assert chosen == sorted(chosen, key=order.index)  # written in the conversation's order
+    index = {t.id: i for i, t in enumerate(task.texts)}
+    picks = facility_location(embedder.embed([q.question for q in task.questions]),
+                              embedder.embed([t.text for t in task.texts]), 20,
+                              given=sorted(index[t] for t in evidence))
+    assert set(chosen) == {task.texts[i].id for i in picks}
+    assert covering_texts(task, task.questions, embedder, 10_000) == task.texts
+
+
+def test_eval_progress_lines_say_rate_and_time_left():
+    import io
+
+    from mstar_ray.agent.protocol import EvalProgress
+    from mstar_ray.cli import ProgressPrinter
+
+    times = iter([0.0, 10.0, 20.0, 30.0, 34.0, 40.0])
+    out = io.StringIO()
+    printer = ProgressPrinter(out, every_s=10)
+    printer.clock = lambda: next(times)
+    steps = [(0, 0, 0.0, 0.0), (1, 0, 10.0, 0.0), (2, 0, 20.0, 0.0), (2, 1, 20.0, 10.0), (2, 2, 20.0, 14.0),
+             (2, 3, 20.0, 20.0)]
+    for texts, questions, write_s, read_s in steps:
+        printer(EvalProgress(texts_total=2, questions_total=3, texts_done=texts, questions_done=questions,
+                             write_s=write_s, read_s=read_s))
+    assert out.getvalue().splitlines() == [
+        "writing texts 0/2 (0 s, 0.00/s)",
+        "writing texts 1/2 (10 s, 0.10/s, about 0.7 min left)",
+        "writing texts 2/2 (20 s, 0.10/s)",
+        "answering questions 1/3 (10 s, 0.10/s, about 0.3 min left)",
+        "answering questions 3/3 (20 s, 0.15/s)",
+    ]

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from mstar_ray.reflect.function_edit import EditError
 from mstar_ray.reflect.reply import MAX_COMMIT_CHARS, ReflectorReply, parse_reply
 from mstar_ray.reflect.v4a import apply_patch
 from tests.conftest import seed_source
@@ -129,3 +130,18 @@ def test_definitions_are_code_blocks_not_a_program() -> None:
     reply = parse_reply("COMMIT_MESSAGE: shorter\n```python\ndef read(self, query):\n    return ''\n```")
     assert (reply.commit_message, reply.full_source) == ("shorter", None)
     assert reply.code_blocks == ("def read(self, query):\n    return ''\n",)
+
+
+def test_bare_python_without_a_fence_is_read_as_one_block():
+    """issue 15: asked for one python block, a 0.5B coder wrote the code and no opening fence."""
+    from mstar_ray.reflect.edit_formats import read_edit
+    from tests.conftest import seed_source
+
+    parent = seed_source("vector_search")
+    edit = read_edit(parent, 'COMMIT_MESSAGE = "eight chunks"\nTOP_K = 8\n```\n', "function")
+    assert "TOP_K = 8" in edit.source and edit.commit_message == "eight chunks"
+    assert edit.tolerances == ["read: the reply's code had no ``` fence"]
+    cut = 'COMMIT_MESSAGE = "x"\ndef read(self, query):\n    return "".join(['
+    with pytest.raises(EditError, match="not valid Python"):  # cut off at max_tokens: say where it stops
+        read_edit(parent, cut, "function")
+    assert parse_reply("COMMIT_MESSAGE: better\nI would return more chunks.").code_blocks == ()

@@ -3,18 +3,21 @@ uninterrupted run (R = E = 1, offline); nothing is evaluated twice or lost; only
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import yaml
 
 from mstar_ray.config_file import ConfigError
-from mstar_ray.driver.resume import merge_resume_config
+from mstar_ray.driver.resume import merge_resume_config, wall_seconds
 from mstar_ray.run_config import RunConfig
+from mstar_ray.runlog.schemas import EventRow
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -43,6 +46,26 @@ def test_a_driver_killed_mid_run_resumes_to_the_uninterrupted_result(tmp_path):
     assert check(faulty) == []
     assert population(faulty) == population(reference)
     assert [e["kind"] for e in table(faulty, "events")].count("resumed") == 1
+    # issue 15, item 7: the summary's wall time counts both processes, not only the resumed one
+    events = table(faulty, "events")
+    resumed = next(i for i, e in enumerate(events) if e["kind"] == "resumed")
+    first = (events[resumed - 1]["at"] - events[0]["at"]).total_seconds()
+    second = (events[-1]["at"] - events[resumed]["at"]).total_seconds()
+    summary = json.loads((faulty / "summary.json").read_text())
+    assert summary["wall_seconds"] >= first + second - 0.5 and first > 0
+
+
+def test_wall_seconds_count_each_process_from_its_first_event_to_its_last():
+    start = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+
+    def at(kind: str, seconds: float) -> EventRow:
+        return EventRow(kind=kind, at=start + timedelta(seconds=seconds))
+
+    # a first process killed after 100 s, a resume 1000 s later that ran 50 s, then another of 7 s
+    events = [at("submitted", 0), at("finished", 100), at("resumed", 1100), at("finished", 1150),
+              at("resumed", 2000), at("stopped", 2007)]
+    assert wall_seconds(events) == 157
+    assert wall_seconds([]) == 0
 
 
 def test_on_resume_only_the_budget_may_change():

@@ -93,7 +93,8 @@ def test_a_reflector_that_never_gives_a_child_cannot_spin_for_ever(tmp_path):
     with ScriptedServer(reply="I would make read() better.") as server:
         config = yaml.safe_load(Path(write_config(tmp_path, reflector="llm", max_candidates=1, max_repairs=0,
                                                   reflections_in_flight=1)).read_text())
-        config["llm"]["reflector"] = {"base_url": server.base_url, "model": "scripted", "json_mode": False}
+        config["llm"]["reflector"] = {"base_url": server.base_url, "model": "scripted", "json_mode": False,
+                                      "timeout_s": 30}  # no speed check at start-up
         path = tmp_path / "spin.yaml"
         path.write_text(yaml.safe_dump(config))
         run_dir = tmp_path / "run"
@@ -163,7 +164,7 @@ def test_an_evaluator_killed_mid_evaluation_is_restarted_and_its_work_reissued(t
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         cache, gateway = start_run_services(tmp_path, settings)
-        actor = EvaluatorActor.options(max_restarts=2, max_task_retries=2).remote(settings, SandboxLimits(), cache, gateway)
+        actor = EvaluatorActor.options(max_restarts=2, max_task_retries=2).remote(settings, SandboxLimits(), cache.name, gateway.name)
         first_pid = ray.get(actor.pid.remote())
         job = EvalJob(candidate_id="slow", source=source, purpose="search", task_name="t", texts=task.texts[:8],
                       questions=task.questions[:2], static_ids=[q.id for q in task.questions[:2]])
@@ -183,3 +184,32 @@ def _no_stray_ray():
     yield
     if ray.is_initialized():
         ray.shutdown()
+
+
+def test_reflector_calls_name_parent_and_child_echoed_messages_are_replaced_and_ray_does_not_warn(tmp_path):
+    """issue 15, item 7: reflector rows in llm_calls had no ids; a child's COMMIT_MESSAGE that echoed the
+    repair prompt became a family label; Ray warned of constructor arguments in the object store."""
+    import subprocess
+
+    from tests.scripted_server import ScriptedServer
+
+    echo = "COMMIT_MESSAGE: Attempt 2 of 3 failed: the change leaves the program as it was\n```python\nTOP_K = 8\n```\n"
+    with ScriptedServer(reply=echo) as server:
+        config = yaml.safe_load(Path(write_config(tmp_path, reflector="llm", max_candidates=2, max_repairs=0,
+                                                  reflections_in_flight=1, evaluations_in_flight=1)).read_text())
+        config["llm"]["reflector"] = {"base_url": server.base_url, "model": "scripted", "json_mode": False,
+                                      "edit_format": "function", "timeout_s": 30}
+        path = tmp_path / "echo.yaml"
+        path.write_text(yaml.safe_dump(config))
+        run_dir = tmp_path / "run"
+        done = subprocess.run([sys.executable, "-m", "mstar_ray.cli", "run", str(path), "--run-dir", str(run_dir)],
+                              capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "constructor arguments in the object store" not in done.stderr
+    candidates = {c["id"]: c for c in table(run_dir, "candidates")}
+    children = [c for c in candidates.values() if c["origin"] == "reflection"]
+    assert children and all(c["commit_message"] == "changed TOP_K (no message of its own)" for c in children)
+    calls = [c for c in table(run_dir, "llm_calls") if c["role"] == "reflector"]
+    assert calls and all(c["parent"] in candidates for c in calls)  # a seed, or a child reflected on in turn
+    assert {c["candidate"] for c in calls} <= {c["id"] for c in children} | {None}
+    assert {c["candidate"] for c in calls} & {c["id"] for c in children}

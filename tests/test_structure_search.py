@@ -18,12 +18,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 from fault_resume import table  # noqa: E402
 
-COMMENT_ONLY = """COMMIT_MESSAGE: explain the constant
+# A docstring only: the code is not the parent's (a comment-only change is refused by the reflector's own
+# check as no change), but its structure is.
+COMMENT_ONLY = """COMMIT_MESSAGE: explain chunk
 *** Begin Patch
 *** Update File: program.py
 @@
- TOP_K = 5
-+# five chunks: more would crowd the context
+ def chunk(text, size):
++    \"\"\"Words joined into pieces of at most size characters.\"\"\"
+     words = text.split()
 *** End Patch"""
 
 REAL_CHANGE = """COMMIT_MESSAGE: newest chunks first
@@ -45,7 +48,8 @@ def test_a_structural_duplicate_is_not_evaluated_and_novelty_is_logged(tmp_path)
                        "reflector": "llm",
                        "reflections_in_flight": 1, "evaluations_in_flight": 1},
             "llm": {"embedding": {"kind": "hashing"},
-                    "reflector": {"base_url": server.base_url, "model": "scripted", "json_mode": False}},
+                    "reflector": {"base_url": server.base_url, "model": "scripted", "json_mode": False,
+                                  "timeout_s": 30}},  # no start-up speed check to take the scripted replies
             "ray": {"num_cpus": 2},
         }
         path = tmp_path / "run.yaml"
@@ -54,7 +58,7 @@ def test_a_structural_duplicate_is_not_evaluated_and_novelty_is_logged(tmp_path)
         assert main(["run", str(path), "--run-dir", str(run_dir)]) == 0
         second_prompt = server.prompts[1][1]["content"]
     rows = {r["commit_message"]: r for r in table(run_dir, "candidates")}
-    seed, duplicate, child = rows["seed vector_search"], rows["explain the constant"], rows["newest chunks first"]
+    seed, duplicate, child = rows["seed vector_search"], rows["explain chunk"], rows["newest chunks first"]
     assert duplicate["status"] == "duplicate" and duplicate["duplicate_of"] == seed["id"]
     assert duplicate["static_score"] == seed["static_score"] and duplicate["structural_key"] == seed["structural_key"]
     assert child["status"] == "evaluated" and child["edit_format"] == "v4a" and child["tolerances"] == []

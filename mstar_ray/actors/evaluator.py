@@ -10,9 +10,8 @@ import os
 import ray
 
 from mstar_ray.actors.progress_board import ProgressReporter
+from mstar_ray.actors.run_services import RemoteCache, RemoteGateway
 from mstar_ray.agent.protocol import evaluate
-from mstar_ray.llm.cache import CacheStore
-from mstar_ray.llm.governor import Gateway
 from mstar_ray.llm.roles import RoleClients
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.sandbox_host import SandboxLimits, shared_fork_server
@@ -22,17 +21,19 @@ from mstar_ray.tasks.model import Task
 
 @ray.remote
 class EvaluatorActor:
-    def __init__(self, settings: LLMSettings, limits: SandboxLimits, cache: CacheStore, gateway: Gateway,
-                 board=None):
+    def __init__(self, settings: LLMSettings, limits: SandboxLimits, cache_name: str, gateway_name: str,
+                 board_name: str | None = None):
         # The sandbox fork server starts with the actor: its imports cost a second or two of CPU that no
         # evaluation should pay, and a broken install shows at start-up rather than on the first job.
         shared_fork_server()
-        self.roles = RoleClients(settings, cache=cache, gateway=gateway)
+        # the run's services by name (see run_services): no actor handle among the constructor arguments
+        self.roles = RoleClients(settings, cache=RemoteCache.named(cache_name), gateway=RemoteGateway.named(gateway_name))
         self.limits = limits
         self.backend = self.roles.backend()
         self.embedder = self.roles.embedder()
         self.judge = self.roles.judge()
-        self.board = board  # a ProgressBoard handle, or None: no progress reported
+        # the run's ProgressBoard, by name as the services are; None: no progress reported
+        self.board = ray.get_actor(board_name) if board_name is not None else None
 
     def evaluate(self, job: EvalJob) -> EvalOutcome:
         task = Task(name=job.task_name, texts=job.texts, questions=job.questions)

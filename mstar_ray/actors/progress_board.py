@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import uuid
 
 import ray
 
@@ -40,10 +41,12 @@ class ProgressBoard:
 
 
 def start_progress_board():
-    """The run's board, on the driver's node (it asks for no CPU)."""
-    board = ProgressBoard.options(scheduling_strategy=on_this_node()).remote()
+    """The run's board, on the driver's node (it asks for no CPU), and its name: evaluators are given the
+    name, not the handle, as they are the run's services (``run_services``)."""
+    name = f"mstar-progress-{uuid.uuid4().hex[:12]}"
+    board = ProgressBoard.options(name=name, scheduling_strategy=on_this_node()).remote()
     ray.get(board.snapshot.remote())  # surface a failed start here, not later
-    return board
+    return board, name
 
 
 class ProgressReporter:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import ray
 
-from mstar_ray.llm.cache import CacheStore
-from mstar_ray.llm.governor import Gateway
+from mstar_ray.actors.run_services import RemoteCache, RemoteGateway
 from mstar_ray.llm.roles import RoleClients
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.reflect.edit_formats import resolve_format
@@ -19,11 +18,13 @@ from mstar_ray.sandbox_host import SandboxLimits, shared_fork_server
 @ray.remote
 class ReflectorActor:
     def __init__(self, kind: str, settings: LLMSettings, limits: SandboxLimits, max_repairs: int,
-                 cache: CacheStore, gateway: Gateway):
+                 cache_name: str, gateway_name: str):
         # The sandbox fork server starts with the actor: its imports cost a second or two of CPU that no
         # evaluation should pay, and a broken install shows at start-up rather than on the first job.
         shared_fork_server()
-        self.roles = roles = RoleClients(settings, cache=cache, gateway=gateway)
+        # the run's services by name (see run_services): no actor handle among the constructor arguments
+        self.roles = roles = RoleClients(settings, cache=RemoteCache.named(cache_name),
+                                         gateway=RemoteGateway.named(gateway_name))
         self.embedder = roles.embedder()
         self.limits = limits
         if kind == "llm":

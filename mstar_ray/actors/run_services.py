@@ -4,10 +4,15 @@ workers, pinned to the driver's node, where the run directory lives.
 Both are threaded actors holding thread-safe core objects (``SqliteCache``, ``Governor``); they ask for no
 CPU so they never take a slot an evaluator could use. Workers talk to them through ``RemoteCache`` and
 ``RemoteGateway``, which implement the same interfaces as the local objects.
+
+Both are named actors, and the evaluator and reflector actors are given their names, not handles: an
+actor handle among an actor's constructor arguments is held in the object store for its restarts, which
+Ray warns about on every run (and which a lost object would break); a name is looked up again on restart.
 """
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import ray
@@ -61,8 +66,13 @@ class GatewayActor:
 class RemoteCache:
     """``CacheStore`` over the run's ``CacheActor``; picklable, so it travels to any worker."""
 
-    def __init__(self, actor: ray.actor.ActorHandle):
+    def __init__(self, actor: ray.actor.ActorHandle, name: str = ""):
         self.actor = actor
+        self.name = name
+
+    @classmethod
+    def named(cls, name: str) -> RemoteCache:
+        return cls(ray.get_actor(name), name)
 
     def get_many(self, keys: list[str]) -> dict[str, bytes]:
         return ray.get(self.actor.get_many.remote(keys))
@@ -75,8 +85,13 @@ class RemoteCache:
 class RemoteGateway:
     """``Gateway`` over the run's ``GatewayActor``."""
 
-    def __init__(self, actor: ray.actor.ActorHandle):
+    def __init__(self, actor: ray.actor.ActorHandle, name: str = ""):
         self.actor = actor
+        self.name = name
+
+    @classmethod
+    def named(cls, name: str) -> RemoteGateway:
+        return cls(ray.get_actor(name), name)
 
     def admit(self, endpoint: str) -> Admission:
         return ray.get(self.actor.admit.remote(endpoint))
@@ -103,7 +118,9 @@ def start_run_services(run_dir: str | Path, settings: LLMSettings) -> tuple[Remo
     """Start both services on this (the driver's) node; the cache file is ``RUN_DIR/cache.sqlite``."""
     here = on_this_node()
     path = str(Path(run_dir).resolve() / "cache.sqlite")
-    cache = CacheActor.options(scheduling_strategy=here).remote(path)
-    gateway = GatewayActor.options(scheduling_strategy=here).remote(settings)
+    token = uuid.uuid4().hex[:12]
+    cache_name, gateway_name = f"mstar-cache-{token}", f"mstar-gateway-{token}"
+    cache = CacheActor.options(name=cache_name, scheduling_strategy=here).remote(path)
+    gateway = GatewayActor.options(name=gateway_name, scheduling_strategy=here).remote(settings)
     ray.get([cache.size.remote(), gateway.snapshot.remote()])  # surface a failed start here, not later
-    return RemoteCache(cache), RemoteGateway(gateway)
+    return RemoteCache(cache, cache_name), RemoteGateway(gateway, gateway_name)

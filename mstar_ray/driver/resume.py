@@ -19,6 +19,7 @@ from mstar_ray.agent.protocol import QuestionResult
 from mstar_ray.config_file import ConfigError
 from mstar_ray.driver.candidate import Candidate
 from mstar_ray.llm.ledger import RoleUsage
+from mstar_ray.program_ast import changed_pieces
 from mstar_ray.reflect.request import LineageEntry
 from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog.reader import read_rows
@@ -42,6 +43,7 @@ class Restored:
     violations: int = 0
     duplicates: int = 0
     usage: dict[str, RoleUsage] = field(default_factory=dict)
+    wall_s: float = 0.0  # the run's processes so far, each from its first logged event to its last
 
 
 def _flatten(data: dict, prefix: str = "") -> dict[str, object]:
@@ -87,7 +89,9 @@ def restore(run_dir: Path) -> Restored:
         if row.status == "duplicate" and row.origin not in ("seed", "runtime-fix"):
             finished_reflections.add(row.iteration)
             state.duplicates += 1
-    for event in read_rows(run_dir, "events"):
+    events = read_rows(run_dir, "events")
+    state.wall_s = wall_seconds(events)
+    for event in events:
         if event.kind == "submitted" and event.candidate:
             meta = json.loads(event.detail or "{}")
             state.seen.add(event.candidate)
@@ -123,6 +127,21 @@ def restore(run_dir: Path) -> Restored:
     return state
 
 
+def wall_seconds(events) -> float:
+    """The wall time of the processes that wrote ``events``: a ``resumed`` event starts a new process, and
+    each process counts from its first event to its last (a killed process's time after its last event is
+    not known)."""
+    total, first, last = 0.0, None, None
+    for event in sorted(events, key=lambda e: e.at):
+        if first is None:
+            first = event.at
+        elif event.kind == "resumed":
+            total += (last - first).total_seconds()
+            first = event.at
+        last = event.at
+    return total + ((last - first).total_seconds() if first is not None else 0.0)
+
+
 def _restore_candidate(state: Restored, row, scores, results, run_dir: Path) -> None:
     """One finished evaluation, replayed in the order the live run saw it."""
     if row.origin != "seed":
@@ -143,4 +162,4 @@ def _restore_candidate(state: Restored, row, scores, results, run_dir: Path) -> 
     if row.parent is not None and parent_score is not None:
         state.tried.setdefault(row.parent, []).append(LineageEntry(
             id=row.id, relation="child", commit_message=row.commit_message, score=member.score,
-            delta=member.score - parent_score))
+            delta=member.score - parent_score, changed=changed_pieces(load_source(run_dir, row.parent), member.source)))

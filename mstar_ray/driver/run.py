@@ -37,10 +37,13 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     t = config.task
     task = load_task(t.name, conversation=t.conversation, limit=t.limit, data_path=t.data, seed=t.seed,
                      granularity=t.granularity)
-    probe_endpoints(config.llm)  # before anything is started or spent
+    progress = Progress()
+    # Before anything is started or spent. The timeouts it measures are for this process's run only:
+    # config.yaml keeps the config as written, so a resume measures again (the machine may have changed).
+    measured = probe_endpoints(config.llm, progress.message)
     directory = RunDir(run_dir)
     directory.write_config(config)
-    progress = Progress()
+    config = config.model_copy(update={"llm": measured})
     resources = connect(config, address)
     progress.message(f"run directory {directory.path}; Ray: {resources.get('CPU', 0):g} CPUs")
     driver = SearchDriver(config, seeds, task, directory, progress)

@@ -102,10 +102,10 @@ class RunDir:
         detail = {**candidate.log_fields(), "fix_round": candidate.fix_round}
         self.event("submitted", candidate=candidate.id, iteration=candidate.iteration, detail=json.dumps(detail))
 
-    def write_calls(self, calls, *, candidate: str | None) -> None:
+    def write_calls(self, calls, *, candidate: str | None, parent: str | None = None) -> None:
         if calls:
             self._log("llm_calls").append([
-                LLMCallRow(candidate=candidate, role=c.role, model=c.model, step=c.step, prompt_tokens=c.prompt_tokens,
+                LLMCallRow(candidate=candidate, parent=parent, role=c.role, model=c.model, step=c.step, prompt_tokens=c.prompt_tokens,
                            completion_tokens=c.completion_tokens, latency_s=c.latency_s, cache_hit=c.cache_hit,
                            cost_usd=self._cost(c), retries=c.retries)
                 for c in calls])

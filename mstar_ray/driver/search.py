@@ -21,7 +21,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from mstar_ray.actors.evaluator import EvaluatorActor
 from mstar_ray.actors.progress_board import start_progress_board
 from mstar_ray.actors.reflector import ReflectorActor
-from mstar_ray.actors.run_services import RemoteCache, RemoteGateway, start_run_services
+from mstar_ray.actors.run_services import start_run_services
 from mstar_ray.actors.structure_tasks import pairwise_on_ray
 from mstar_ray.driver.candidate import Candidate
 from mstar_ray.driver.cluster import pool_size
@@ -30,9 +30,10 @@ from mstar_ray.driver.resume import Restored
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
 from mstar_ray.llm.roles import RoleClients
+from mstar_ray.program_ast import changed_pieces
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.reflector import Child, Discard
-from mstar_ray.reflect.request import LineageEntry, ReflectionRequest, sample_cases
+from mstar_ray.reflect.request import ALREADY_EVALUATED, LineageEntry, ReflectionRequest, sample_cases
 from mstar_ray.run_config import RunConfig
 from mstar_ray.search.jobs import EvalJob, EvalOutcome
 from mstar_ray.search.population import Member, Population
@@ -116,6 +117,7 @@ class SearchDriver:
         self.state.evaluated, self.state.discarded = restored.evaluated, restored.discarded
         self.state.violations = restored.violations
         self.state.duplicates = restored.duplicates
+        self.started -= restored.wall_s  # wall_s and max_wall_s count every process of the run
         for known in [*restored.members, *restored.queue]:
             self.structure.learn(known.id, known.source)
         for member in restored.members:  # the incumbent, replayed in the order the run scored them
@@ -137,7 +139,7 @@ class SearchDriver:
         self.plan = SplitPlan(self.task, embedder, test_fraction=cfg.split.test_fraction,
                               static_size=cfg.split.static_size, rotating_size=cfg.split.rotating_size,
                               train_ratio=cfg.split.train_ratio, seed=cfg.search.seed,
-                              confirmation_size=cfg.split.confirmation_size)
+                              confirmation_size=cfg.split.confirmation_size, test_texts=cfg.split.test_texts)
         if check_split:
             stored = self.run_dir.read_split()
             if stored != self.plan.split:
@@ -147,7 +149,7 @@ class SearchDriver:
         self.questions = {q.id: q for q in self.task.questions}
         self.texts = {t.id: t for t in self.task.texts}
         self.incumbent = Incumbent(self.plan.split.static, seed=cfg.search.seed)
-        self.board = start_progress_board()
+        self.board, self.board_name = start_progress_board()
         resources = ray.cluster_resources()
         evaluators = pool_size(cfg.search.evaluations_in_flight, cfg.ray.evaluator_cpus, resources,
                                cfg.ray.evaluator_resources)
@@ -175,14 +177,14 @@ class SearchDriver:
         return EvaluatorActor.options(
             num_cpus=cfg.ray.evaluator_cpus, resources=cfg.ray.evaluator_resources, scheduling_strategy="SPREAD",
             max_restarts=cfg.ray.max_restarts, max_task_retries=cfg.ray.max_restarts,
-        ).remote(cfg.llm, cfg.sandbox, RemoteCache(self.cache.actor), RemoteGateway(self.gateway.actor), self.board)
+        ).remote(cfg.llm, cfg.sandbox, self.cache.name, self.gateway.name, self.board_name)
 
     def _new_reflector(self):
         cfg = self.config
         return ReflectorActor.options(
             num_cpus=cfg.ray.reflector_cpus, max_restarts=cfg.ray.max_restarts, max_task_retries=cfg.ray.max_restarts,
         ).remote(cfg.search.reflector, cfg.llm, cfg.sandbox, cfg.search.max_repairs,
-                 RemoteCache(self.cache.actor), RemoteGateway(self.gateway.actor))
+                 self.cache.name, self.gateway.name)
 
     # ------------------------------------------------------------------------------------------ the loop
 
@@ -325,7 +327,8 @@ class SearchDriver:
         if flight.kind == "eval":
             self._evaluated(flight.candidate, result)
         else:
-            self.run_dir.write_calls(result.calls, candidate=None)
+            child = result.result.id if isinstance(result.result, Child) else None
+            self.run_dir.write_calls(result.calls, candidate=child, parent=flight.payload.parent_id)
             self._reflected(flight.payload, result.result)
 
     def _task_error(self, exc: RayTaskError, flight: Flight) -> None:
@@ -376,7 +379,8 @@ class SearchDriver:
             self.state.evaluated += 1
             parent = self.population.get(candidate.parent)
             self.tried[parent.id].append(LineageEntry(id=member.id, relation="child", commit_message=member.commit_message,
-                                                      score=member.score, delta=member.score - parent.score))
+                                                      score=member.score, delta=member.score - parent.score,
+                                                      changed=changed_pieces(parent.source, member.source)))
         self._show_best()
 
     def _show_best(self) -> None:
@@ -439,11 +443,11 @@ class SearchDriver:
             return
         self.state.duplicates += 1
         if candidate.parent in self.population:
-            parent_score = self.population.get(candidate.parent).score
+            parent = self.population.get(candidate.parent)
             self.tried[candidate.parent].append(LineageEntry(
                 id=candidate.id, relation="child", commit_message=candidate.commit_message, score=score,
-                delta=None if score is None else score - parent_score,
-                note=f"{how} to a program already evaluated: change something that matters"))
+                delta=None if score is None else score - parent.score, changed=changed_pieces(parent.source, candidate.source),
+                note=f"{how} to a program {ALREADY_EVALUATED}: change something that matters"))
 
     def _refresh(self, *, show: bool = True, jobs: list[EvalJob] | None = None) -> None:
         """Counts, cost and each evaluation's own progress (``jobs``: those in flight, default the search's)
@@ -513,6 +517,11 @@ class SearchDriver:
                             incumbent_score=outcomes[pair[0].id].static_score,
                             contender_score=outcomes[pair[1].id].static_score)
 
+    def _test_texts(self) -> list[str]:
+        """Every text of the task, or ``split.test_texts`` of them (those holding the test questions' evidence
+        and those covering them best) when the run bounds what its test writes."""
+        return self.plan.split.test_texts or [t.id for t in self.task.texts]
+
     def _final(self) -> RunResult:
         if not len(self.population):
             raise FatalRunError("no seed program could be evaluated without a runtime violation")
@@ -528,7 +537,7 @@ class SearchDriver:
             self.state.phase = "testing the best"
             self.progress.update(self.state, force=True)
             tests = self._side_evaluations([best, best_seed] if best_seed.id != best.id else [best], "test",
-                                           self.plan.split.test, [t.id for t in self.task.texts])
+                                           self.plan.split.test, self._test_texts())
         for actor in [*self.evaluators, *self.reflectors]:
             ray.kill(actor)  # done: their CPUs go to the distance tasks
         families = self._families()

@@ -18,6 +18,13 @@ from mstar_ray.llm.errors import EndpointError
 from mstar_ray.llm.retry import parse_retry_after
 
 
+# A request's timeout where neither the config nor a start-up measurement chose one (a client made directly).
+UNMEASURED_TIMEOUT_S = 60.0
+# One attempt of the start-up check: a server that accepts the connection but says nothing for this long
+# is busy (a single-slot llama.cpp server finishing an earlier request), and is asked again.
+PING_S = 15.0
+
+
 class EndpointConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -26,11 +33,19 @@ class EndpointConfig(BaseModel):
     api_key_env: str | None = Field(None, description="name of the environment variable holding the key; none for keyless servers")
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(256, gt=0)
-    timeout_s: float = Field(60.0, gt=0)
+    timeout_s: float | None = Field(
+        None, gt=0, description="seconds per request; unset: chosen at start-up from the endpoint's measured speed "
+        "and max_tokens (mstar_ray.llm.probe), or 60 s where nothing was measured")
+    busy_wait_s: float = Field(300.0, ge=0, description="at start-up, how long to wait for a server that accepts "
+                               "connections but does not answer yet (busy with an earlier request)")
     max_retries: int = Field(4, ge=0)
     json_mode: bool = Field(True, description="send response_format=json_object for structured steps")
     max_concurrency: int | None = Field(None, gt=0, description="requests in flight at once, across the whole run")
     requests_per_minute: int | None = Field(None, gt=0, description="requests started per minute, across the whole run")
+
+    @property
+    def request_timeout_s(self) -> float:
+        return self.timeout_s if self.timeout_s is not None else UNMEASURED_TIMEOUT_S
 
     @property
     def endpoint_key(self) -> str:
@@ -50,9 +65,11 @@ class Completion(BaseModel):
 class CallFailure(Exception):
     """One failed attempt, classified for the retry loop."""
 
-    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None, status: int | None = None):
+    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None, status: int | None = None,
+                 timed_out: bool = False):
         super().__init__(message)
         self.retryable = retryable
+        self.timed_out = timed_out
         self.retry_after = retry_after
         self.status = status
 
@@ -69,22 +86,31 @@ class ChatEndpoint:
                     f"role {role!r}: the environment variable {config.api_key_env} (the key for "
                     f"{config.base_url}) is not set"
                 )
-        self._client = openai.OpenAI(base_url=config.base_url, api_key=key, timeout=config.timeout_s, max_retries=0)
+        self._client = openai.OpenAI(base_url=config.base_url, api_key=key, timeout=config.request_timeout_s, max_retries=0)
 
     def where(self) -> str:
         key = f" (key from ${self.config.api_key_env})" if self.config.api_key_env else " (no key)"
         return f"role {self.role!r}: {self.config.base_url} model {self.config.model!r}{key}"
 
-    def probe(self) -> None:
-        """One cheap request before any evaluation, so a dead or unauthorised endpoint stops the run early."""
+    def ping(self, timeout_s: float = PING_S) -> bool:
+        """One cheap request (the model list): True when it is answered, False when the server accepts the
+        connection but answers nothing within ``timeout_s`` (busy). Raises ``EndpointError`` saying which
+        when it cannot be used: nothing listens there (refused), the host is not found or not reached,
+        the key is refused, or an HTTP error."""
         try:
-            self._client.with_options(timeout=min(self.config.timeout_s, 15.0)).models.list()
+            self._client.with_options(timeout=timeout_s).models.list()
         except openai.AuthenticationError as exc:
             raise EndpointError(f"{self.where()} refused the key: {exc}") from None
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            raise EndpointError(f"{self.where()} is unreachable: {exc}") from None
+        except openai.APITimeoutError as exc:
+            if type(exc.__cause__).__name__ == "ConnectTimeout":  # the HTTP library openai uses, by name
+                raise EndpointError(f"{self.where()} is unreachable: no connection within {timeout_s:g} s "
+                                    "(a wrong or filtered address?)") from None
+            return False
+        except openai.APIConnectionError as exc:
+            raise EndpointError(f"{self.where()} is unreachable: {_connection_problem(exc)}") from None
         except openai.APIStatusError as exc:
             raise EndpointError(f"{self.where()} answered HTTP {exc.status_code}: {exc}") from None
+        return True
 
     def payload(self, messages: list[dict[str, str]], *, json_mode: bool = False, max_tokens: int | None = None) -> dict[str, Any]:
         """The full request body: what is sent, and what the cache is keyed by."""
@@ -98,13 +124,15 @@ class ChatEndpoint:
             body["response_format"] = {"type": "json_object"}
         return body
 
-    def send(self, body: dict[str, Any]) -> Completion:
-        """Exactly one attempt. Raises ``CallFailure`` saying whether a retry may help."""
+    def send(self, body: dict[str, Any], *, timeout_s: float | None = None) -> Completion:
+        """Exactly one attempt (within ``timeout_s``, else the config's). Raises ``CallFailure`` saying
+        whether a retry may help."""
+        timeout = timeout_s or self.config.request_timeout_s
         started = time.monotonic()
         try:
-            response = self._client.chat.completions.create(**body)
+            response = self._client.with_options(timeout=timeout).chat.completions.create(**body)
         except openai.APITimeoutError:
-            raise CallFailure(f"timed out after {self.config.timeout_s:g} s", retryable=True) from None
+            raise CallFailure(f"timed out after {timeout:g} s", retryable=True, timed_out=True) from None
         except openai.APIConnectionError as exc:
             raise CallFailure(f"connection failed ({exc.__cause__ or exc})", retryable=True) from None
         except openai.APIStatusError as exc:
@@ -123,6 +151,18 @@ class ChatEndpoint:
             completion_tokens=usage.completion_tokens if usage else 0,
             seconds=time.monotonic() - started,
         )
+
+
+def _connection_problem(exc: openai.APIConnectionError) -> str:
+    """Refused (nothing listens at that port), a name that does not resolve, or the error as it is."""
+    cause = exc.__cause__
+    text = str(cause or exc)
+    connect = type(cause).__name__ == "ConnectError"
+    if connect and "refused" in text.lower():
+        return f"connection refused, nothing listens there (is the server started?): {text}"
+    if connect and ("name" in text.lower() or "resolution" in text.lower()):
+        return f"the host name does not resolve: {text}"
+    return text
 
 
 def _server_message(exc: openai.APIStatusError) -> str:

@@ -3,6 +3,8 @@ cache and gateway, the task-agent backend, the judge and the embedder."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mstar_ray.agent.backend import AgentBackend, Embedder
@@ -34,15 +36,43 @@ def make_embedder(config: EmbeddingConfig) -> Embedder:
     return MiniLMEmbedder(batch_size=min(config.batch_size, 64))
 
 
-def probe_endpoints(settings: LLMSettings) -> None:
-    """Fail before any evaluation when a configured endpoint is unreachable or refuses its key; the error
-    names the role, the URL and the key variable."""
-    from mstar_ray.llm.endpoint import ChatEndpoint
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
+
+def probe_endpoints(settings: LLMSettings, say: Callable[[str], None] = _stderr) -> LLMSettings:
+    """Fail before any evaluation when a configured endpoint is unreachable, refuses its key or stays busy
+    (``mstar_ray.llm.probe``); the error names the role, the URL and the key variable. Returns the settings
+    with each role's request timeout chosen from its endpoint's measured speed where the config sets none,
+    and says what was chosen."""
+    from mstar_ray.llm.endpoint import ChatEndpoint
+    from mstar_ray.llm.probe import Speed, measure_speed, timeout_for, wait_until_ready
+
+    ready: set[str] = set()
+    speeds: dict[str, Speed | None] = {}  # by endpoint: measured once, for every role that needs it
+    chosen = {}
     for role, config in settings.endpoints().items():
-        ChatEndpoint(role, config).probe()
+        if role == "toolkit" and settings.toolkit is None:
+            continue  # the task agent's endpoint and timeout
+        endpoint = ChatEndpoint(role, config)
+        key = config.endpoint_key
+        if key not in ready:
+            wait_until_ready(endpoint, say)
+            ready.add(key)
+        if config.timeout_s is not None:
+            say(f"{endpoint.where()}: timeout {config.timeout_s:g} s per request (from the config)")
+            continue
+        if key not in speeds:
+            speeds[key] = measure_speed(endpoint, say)
+        speed = speeds[key]
+        chosen[role] = config.model_copy(update={"timeout_s": timeout_for(config, speed)})
+        measured = (f"{speed.generation_tps:.1f} tokens/s generated, {speed.prompt_tps:.0f} tokens/s prompt"
+                    if speed else "speed not measured")
+        say(f"{endpoint.where()}: {measured} -> timeout {chosen[role].timeout_s:g} s per request "
+            f"(max_tokens {config.max_tokens})")
     if settings.embedding.kind == "openai":
         make_embedder(settings.embedding).probe()
+    return settings.model_copy(update=chosen)
 
 
 class RoleClients:

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from mstar_ray.reflect.function_edit import EditError, merge_definitions
+from mstar_ray.reflect.function_edit import KNOWLEDGE_BASE, EditError, dedent_block, merge_definitions
 from mstar_ray.reflect.reply import ReflectorReply, ReplyError, parse_reply
 from mstar_ray.reflect.v4a import BEGIN, END, PatchError, apply_patch
 
@@ -29,7 +29,7 @@ EDIT_FORMATS: tuple[EditFormat, ...] = ("v4a", "function", "file")
 # when the config says ``auto``. A parameter count in the name up to 3B, or a family known to be small.
 _SMALL_MODEL = re.compile(r"(?<![\d.])(?:0?\.\d+|[123](?:\.\d+)?)\s*b\b|\d+\s*m\b|smollm|tinyllama|phi-?1", re.IGNORECASE)
 
-INSTRUCTIONS: dict[EditFormat, str] = {
+_INSTRUCTIONS: dict[EditFormat, str] = {
     "v4a": """Reply with one line "COMMIT_MESSAGE: <what you changed and why, one sentence>", then ONE patch
 in V4A format that edits program.py:
 *** Begin Patch
@@ -40,28 +40,64 @@ in V4A format that edits program.py:
 +<line to add, prefixed by +>
 *** End Patch
 Copy context lines exactly, with their indentation after the one-character prefix. Make one focused change.""",
-    "function": """Reply with one line "COMMIT_MESSAGE: <what you changed and why, one sentence>", then ONE
-```python block holding only what you change, each piece complete:
+    "function": """Reply with ONE ```python block and nothing else. Its first line is
+COMMIT_MESSAGE = "<what you change and why, one sentence>"
+and after it the block holds only what you change, each piece complete:
 - a whole method, e.g. `def read(self, query: Query) -> str:` with its full body (it replaces the method
   of that name in KnowledgeBase), or a whole class or function (it replaces the one of that name, or is added);
 - a constant assignment, e.g. `INSTRUCTION_QUERY = "..."` (it replaces the constant of that name);
-- any new import at the top of the block.
-Do not write a diff and do not repeat code you leave unchanged. Make one focused change. For example:
-COMMIT_MESSAGE: Return the newest excerpts first so questions about recent events see them.
-```python
-def read(self, query: Query) -> str:
-    found = self.collection.query(query_texts=[query.query], n_results=5)
-    return "\n\n".join(reversed(found["documents"][0]))[:3000]
-```""",
+- any new import.
+Do not write a diff and do not repeat code you leave unchanged. Make one focused change.""",
     "file": """Reply with one line "COMMIT_MESSAGE: <what you changed and why, one sentence>", then the WHOLE
 new program in one ```python block: every import, constant, dataclass and class, changed or not.
 Make one focused change.""",
 }
 
+# The function format asks for the code block first, the commit message inside it: a 0.5B coder asked for a
+# "COMMIT_MESSAGE: ..." line and then a block wrote the line and stopped (24 replies in 24, issue 15).
+# The worked example of the function format is the parent's own shortest required method, as it is: it
+# shows the exact form (a complete method, the program's signature and indentation) yet can never be
+# pasted as a child, since a copy leaves the program as it was and is refused as such. A fixed example
+# (newest chunks first) was pasted as the "change" by small models (issue 15), and one with a "\n" in a
+# non-raw string showed them a broken string literal.
+_EXAMPLE_INTRO = ("The form of such a reply, shown with {name}() exactly as it is now: a reply must CHANGE the "
+                  "code it shows (this one, unchanged, would be refused):")
+
+
+def instructions(edit_format: EditFormat, parent: str) -> str:
+    """How to write the change, for the reflection prompt of ``parent``."""
+    text = _INSTRUCTIONS[edit_format]
+    if edit_format != "function":
+        return text
+    example = _method_example(parent)
+    if example is None:
+        return text
+    name, code = example
+    return (f"{text}\n{_EXAMPLE_INTRO.format(name=name)}\n```python\n"
+            f"COMMIT_MESSAGE = \"<what you change in {name}() and why>\"\n{code}\n```")
+
+
+def _method_example(parent: str) -> tuple[str, str] | None:
+    """(name, source) of the shorter of KnowledgeBase.read and .write in ``parent``, at column 0."""
+    try:
+        tree = ast.parse(parent)
+    except SyntaxError:
+        return None
+    lines = parent.splitlines()
+    methods = [m for c in tree.body if isinstance(c, ast.ClassDef) and c.name == KNOWLEDGE_BASE for m in c.body
+               if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name in ("read", "write")]
+    if not methods:
+        return None
+    method = min(methods, key=lambda m: (m.end_lineno - m.lineno, m.name))
+    first = min([method.lineno, *(d.lineno for d in method.decorator_list)])
+    return method.name, dedent_block("\n".join(lines[first - 1 : method.end_lineno])).rstrip()
+
+
 REPAIR_ASK: dict[EditFormat, str] = {
-    "v4a": "a corrected patch against the ORIGINAL program",
-    "function": "corrected complete definitions (they are spliced into the ORIGINAL program)",
-    "file": "the corrected whole program",
+    "v4a": "a COMMIT_MESSAGE line and a corrected patch against the ORIGINAL program",
+    "function": ('ONE ```python block: its first line COMMIT_MESSAGE = "...", then corrected complete definitions '
+                 "(they are spliced into the ORIGINAL program)"),
+    "file": "a COMMIT_MESSAGE line and the corrected whole program",
 }
 
 
@@ -81,6 +117,7 @@ class Edit:
     edit_format: EditFormat  # the format the reply was read in
     text: str | None = None  # the patch, or the definitions; None for a whole file
     tolerances: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)  # pieces the reply gave back exactly as they were
 
 
 def resolve_format(configured: str, model: str) -> EditFormat:
@@ -151,12 +188,16 @@ def _parses(source: str) -> bool:
 def _as_definitions(parent: str, reply: ReflectorReply) -> Edit | None:
     if not reply.code_blocks:
         return None
-    source, message, tolerances = parent, reply.commit_message, []
+    source, message, tolerances, unchanged, changed = parent, reply.commit_message, [], [], set()
     for block in reply.code_blocks:
-        merged = merge_definitions(source, block)
+        merged = merge_definitions(source, block, original=parent, changed=changed)
         source, message = merged.source, merged.commit_message or message
         tolerances += merged.tolerances
-    return Edit(source, message, "function", "\n".join(reply.code_blocks), tolerances)
+        unchanged += merged.unchanged
+    unchanged = [name for name in dict.fromkeys(unchanged) if name not in changed]
+    if reply.unfenced:
+        tolerances.insert(0, "read: the reply's code had no ``` fence")
+    return Edit(source, message, "function", "\n".join(reply.code_blocks), tolerances, unchanged)
 
 
 def _as_file(parent: str, reply: ReflectorReply) -> Edit | None:

@@ -28,7 +28,7 @@ import io
 import tokenize
 from dataclasses import dataclass, field
 
-from mstar_ray.program_ast import assigned_name, is_docstring
+from mstar_ray.program_ast import assigned_name, is_docstring, named_pieces
 
 KNOWLEDGE_BASE = "KnowledgeBase"
 
@@ -43,6 +43,7 @@ class MergeResult:
     commit_message: str | None = None  # a COMMIT_MESSAGE assignment in the code, if any
     replaced: list[str] = field(default_factory=list)  # e.g. "KnowledgeBase.read", "INSTRUCTION_QUERY"
     added: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)  # replaced by the same code (layout aside)
     tolerances: list[str] = field(default_factory=list)
 
 
@@ -55,50 +56,73 @@ def _parse(code: str) -> ast.Module:
                         f"{line!r}. Reply with complete definitions in one ```python block.") from None
 
 
-def merge_definitions(parent: str, code: str) -> MergeResult:
-    """Splice the definitions in ``code`` into ``parent`` (see the module docstring for the rules)."""
-    code = _dedent(code)  # a block copied with its class indentation
+def merge_definitions(parent: str, code: str, *, original: str | None = None,
+                      changed: set[str] | None = None) -> MergeResult:
+    """Splice the definitions in ``code`` into ``parent`` (see the module docstring for the rules).
+
+    ``original`` is the program the reply was written for (``parent`` when the reply has one block) and
+    ``changed`` the pieces earlier blocks of the reply changed: a piece restated exactly as in ``original``
+    after the reply changed it (a model that shows its new ``read`` and then the whole class "for
+    context") does not undo the change."""
+    code = dedent_block(code)  # a block copied with its class indentation
     reply = _parse(code)
     snippet_lines = code.splitlines()
     program = _Program(parent)
     result = MergeResult(source=parent)
+    first = named_pieces(original if original is not None else parent)
+    changed = set() if changed is None else changed
     definitions = [node for node in reply.body if not is_docstring(node)]
     if not definitions:
         raise EditError("the code in the reply defines nothing: give whole def/class blocks or constants")
+
+    def keep(name: str, before: list[str]) -> str:
+        """Undo a restatement of a changed piece; note what the piece is now."""
+        now = named_pieces(program.text()).get(name)
+        if name in changed and name in first and now == first[name]:
+            program.lines = before
+            result.tolerances.append(f"ignored: a later copy of {name} as it was, after the reply changed it")
+        elif name in first and now != first[name]:
+            changed.add(name)
+        return name
+
     for node in definitions:
         text = _node_text(snippet_lines, node)
+        before = list(program.lines)
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             if program.add_import(node, text):
                 result.added.append(ast.unparse(node))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if _is_method(node) and not program.has_function(node.name):
-                result.replaced.append(program.put_method(node.name, text))
+                result.replaced.append(keep(program.put_method(node.name, text), before))
             else:
-                (result.replaced if program.put_top(node.name, text) else result.added).append(node.name)
+                (result.replaced if program.put_top(node.name, text) else result.added).append(keep(node.name, before))
         elif isinstance(node, ast.ClassDef):
             if _only_methods(node) and program.has_class(node.name):
                 for method in node.body:
                     if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        before = list(program.lines)
                         owner = program.put_method(method.name, _node_text(snippet_lines, method), node.name)
-                        result.replaced.append(owner)
+                        result.replaced.append(keep(owner, before))
             else:
-                (result.replaced if program.put_top(node.name, text) else result.added).append(node.name)
+                (result.replaced if program.put_top(node.name, text) else result.added).append(keep(node.name, before))
         elif (name := assigned_name(node)) is not None:
             if name == "COMMIT_MESSAGE":
                 if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
                     result.commit_message = node.value.value
                 continue
             if program.has_assignment(name) or _is_literal(node):
-                (result.replaced if program.put_assignment(name, text) else result.added).append(name)
+                (result.replaced if program.put_assignment(name, text) else result.added).append(keep(name, before))
             else:
                 result.tolerances.append(f"dropped: line {node.lineno} assigns a new name {name!r} from code")
         else:
             result.tolerances.append(f"dropped: line {node.lineno} ({type(node).__name__}) is not a definition")
     result.source = program.text()
+    after = named_pieces(result.source)
+    result.unchanged = [name for name in result.replaced if name in first and first[name] == after.get(name)]
     return result
 
 
-def _dedent(code: str) -> str:
+def dedent_block(code: str) -> str:
     """Move a block copied with its class indentation to column 0, by the first code line's indentation
     (``textwrap.dedent`` would stop at a less-indented line inside a multi-line string)."""
     lines = code.replace("\t", "    ").splitlines()
@@ -157,7 +181,7 @@ def _string_interiors(text: str) -> set[int]:
     """1-based numbers of the lines that continue a multi-line string token."""
     inside: set[int] = set()
     try:
-        for token in tokenize.generate_tokens(io.StringIO(_dedent(text)).readline):
+        for token in tokenize.generate_tokens(io.StringIO(dedent_block(text)).readline):
             if token.type == tokenize.STRING and token.end[0] > token.start[0]:
                 inside.update(range(token.start[0] + 1, token.end[0] + 1))
     except (tokenize.TokenError, IndentationError, SyntaxError):

@@ -11,8 +11,8 @@ import json
 
 from sandbox.policy import ALLOWED_IMPORTS
 
-from mstar_ray.reflect.edit_formats import INSTRUCTIONS, REPAIR_ASK, EditFormat
-from mstar_ray.reflect.request import Case, ReflectionRequest
+from mstar_ray.reflect.edit_formats import REPAIR_ASK, EditFormat, instructions
+from mstar_ray.reflect.request import ALREADY_EVALUATED, NO_CHANGE, Case, ReflectionRequest
 
 # A conservative characters-per-token for code and English, to size a prompt for a short context.
 CHARS_PER_TOKEN = 3.0
@@ -51,9 +51,17 @@ def _lineage(request: ReflectionRequest) -> str:
             delta = "" if entry.delta is None else f", {entry.delta:+.3f}"
             regression = " REGRESSION" if entry.delta is not None and entry.delta < 0 else ""
             outcome = f"score {entry.score:.3f}{delta}{regression}"
+        if entry.changed:
+            outcome += f"; it changed {', '.join(entry.changed)}"
         if entry.note:
             outcome += f" ({entry.note})"
         lines.append(f"- [{entry.relation}] {entry.commit_message or '(no message)'}: {outcome}")
+    tried = [e for e in request.lineage if e.relation == "child"]
+    idle = sum(NO_CHANGE in e.note for e in tried)
+    repeated = sum(ALREADY_EVALUATED in e.note for e in tried)
+    if idle or repeated:
+        lines.append(f"Of the {len(tried)} attempts already made on this program, {idle} changed nothing and "
+                     f"{repeated} repeated a program already evaluated: make a change none of them made.")
     return "\n".join(lines)
 
 
@@ -72,7 +80,7 @@ def reflection_messages(request: ReflectionRequest, edit_format: EditFormat = "v
     failure cases beyond the first, the history, the last failure case."""
     system = SYSTEM.format(imports=", ".join(sorted(ALLOWED_IMPORTS)))
     head = f"The current program (static score {request.parent_score:.3f}):\n```python\n{request.parent_source}\n```"
-    tail = INSTRUCTIONS[edit_format] + _constraints(request)
+    tail = instructions(edit_format, request.parent_source) + _constraints(request)
     if request.kind == "runtime_fix":
         body = [f"This program broke the contract while running, so it scored 0:\n{request.violation}\n"
                 "Fix that problem and nothing else."]
@@ -111,6 +119,6 @@ def repair_messages(messages: list[dict[str, str]], reply: str, error: str, atte
                     edit_format: EditFormat = "v4a") -> list[dict[str, str]]:
     return messages + [
         {"role": "assistant", "content": reply},
-        {"role": "user", "content": f"Attempt {attempt} of {limit} failed:\n{error}\n\nReply again with a "
-                                    f"COMMIT_MESSAGE line and {REPAIR_ASK[edit_format]}."},
+        {"role": "user", "content": f"Attempt {attempt} of {limit} failed:\n{error}\n\nReply again with "
+                                    f"{REPAIR_ASK[edit_format]}."},
     ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import random
+import re
 from collections.abc import Callable
 from typing import Literal
 
@@ -18,12 +19,13 @@ from pydantic import BaseModel
 from mstar_ray.contract import REQUIRED_CONSTANTS, check_source, inspect_program
 from mstar_ray.llm.errors import RequestRefused
 from mstar_ray.llm.usage import CallLog
+from mstar_ray.program_ast import assigned_name, changed_pieces, unused_additions
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.edit_formats import EditFormat, read_edit
 from mstar_ray.reflect.function_edit import EditError
 from mstar_ray.reflect.prompt import CHARS_PER_TOKEN, reflection_messages, repair_messages
 from mstar_ray.reflect.reply import ReplyError
-from mstar_ray.reflect.request import ReflectionRequest
+from mstar_ray.reflect.request import ALREADY_EVALUATED, NO_CHANGE, ReflectionRequest
 from mstar_ray.reflect.v4a import PatchError, apply_patch, make_patch
 
 SmokeTest = Callable[[str], "str | None"]
@@ -79,18 +81,76 @@ def _code_shape(source: str) -> str:
     return ast.dump(ast.Module(body=body, type_ignores=[]))
 
 
-def check_child(parent: str, child: str, request: ReflectionRequest, smoke: SmokeTest) -> str | None:
-    """The full error a reflector needs to repair ``child``, or ``None`` when it may be evaluated."""
+def _same_code(parent: str, child: str) -> bool:
+    """Equal but for layout and comments (a child that only reformats is no child)."""
     if child.strip() == parent.strip():
-        return "the change leaves the program as it was"
+        return True
+    try:
+        return ast.dump(ast.parse(parent)) == ast.dump(ast.parse(child))
+    except SyntaxError:
+        return False
+
+
+def no_change_error(unchanged: list[str]) -> str:
+    """What a reflector is told when its reply changed nothing, naming what it gave back unchanged."""
+    if not unchanged:
+        return f"{NO_CHANGE}: change the code of the part you mean to improve"
+    names = ", ".join(unchanged)
+    return (f"{NO_CHANGE}: {names} in your reply {'is' if len(unchanged) == 1 else 'are'} the same code as in the "
+            "program. Change the body of the part you mean to improve (or change another part)")
+
+
+# Our own prompt text, which small models echo as their commit message (issue 15: a child's message was
+# "Attempt 2 of 3 failed: ...", and the report labelled a family with it).
+_ECHO = re.compile("|".join([r"attempt \d+ of \d+ failed", r"reply again with", r"what you change",
+                             r"and why, one sentence", re.escape(NO_CHANGE), re.escape(ALREADY_EVALUATED),
+                             r"breaks the contract", r"not valid python", r"smoke test", r"holds nothing to apply"]),
+                   re.IGNORECASE)
+MAX_NAMED_PIECES = 4
+
+
+def commit_message(message: str, parent: str, child: str) -> str:
+    """The model's message, or, when it has none, echoes our prompt or repeats the parent's own message (a
+    program's COMMIT_MESSAGE constant is in the prompt), the parts of the program it changed."""
+    message = message.strip()
+    if message.startswith("<") and message.endswith(">"):  # our placeholder's brackets around its own words
+        message = message[1:-1].strip()
+    if message and not _ECHO.search(message) and message != _own_message(parent):
+        return message
+    changed = changed_pieces(parent, child)
+    named = ", ".join(changed[:MAX_NAMED_PIECES]) + (" ..." if len(changed) > MAX_NAMED_PIECES else "")
+    return f"changed {named} (no message of its own)" if changed else "(no message)"
+
+
+def _own_message(source: str) -> str | None:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if assigned_name(node) == "COMMIT_MESSAGE" and isinstance(node.value, ast.Constant):
+            return str(node.value.value).strip()
+    return None
+
+
+def check_child(parent: str, child: str, request: ReflectionRequest, smoke: SmokeTest,
+                unchanged: list[str] | None = None) -> str | None:
+    """The full error a reflector needs to repair ``child``, or ``None`` when it may be evaluated;
+    ``unchanged`` names the pieces the reply gave back as they were, for the no-change error."""
+    if _same_code(parent, child):
+        return no_change_error(unchanged or [])
     violations = check_source(child)
     if violations:
         return "the program breaks the contract:\n" + "\n".join(f"  {v}" for v in violations)
+    unused = unused_additions(parent, child)
+    if unused:
+        return (f"{NO_CHANGE} in what it does: it only adds {', '.join(unused)}, which no code of the program uses "
+                "(the agent calls only __init__, write and read). Change the code that should use it")
     frozen = frozen_violation(parent, child, frozen_code=request.frozen_code, frozen_instructions=request.frozen_instructions)
     if frozen:
         return frozen
     if program_id(child) in set(request.known_ids):
-        return "this exact program was already evaluated: make a different change"
+        return f"this exact program was {ALREADY_EVALUATED}: make a different change"
     return smoke(child)
 
 
@@ -123,13 +183,13 @@ class LLMReflector:
                 return Discard(parent=request.parent_id, reason=str(refused), attempts=attempt, errors=[*errors, str(refused)])
             try:
                 edit = read_edit(request.parent_source, reply, self.edit_format)
-                error = check_child(request.parent_source, edit.source, request, smoke)
+                error = check_child(request.parent_source, edit.source, request, smoke, edit.unchanged)
             except (ReplyError, PatchError, EditError) as exc:
                 error = str(exc)
             if error is None:
                 return Child(
                     id=program_id(edit.source), source=edit.source, parent=request.parent_id, origin="reflection",
-                    commit_message=edit.commit_message, patch=edit.text, edit_format=edit.edit_format,
+                    commit_message=commit_message(edit.commit_message, request.parent_source, edit.source), patch=edit.text, edit_format=edit.edit_format,
                     attempts=attempt, errors=errors, tolerances=edit.tolerances,
                 )
             errors.append(error)

@@ -8,6 +8,7 @@ business (``mstar_ray.reflect.edit_formats``).
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ _COMMIT = re.compile(
     r"^[\s>#*_-]*(?:commit[ _-]?message|commit)\s*(?:\*\*|__)?\s*:\s*(?:\*\*|__)?\s*(.*)$", re.IGNORECASE
 )
 _PYTHON_INFO = ("python", "py", "python3", "")
+_CODE_START = re.compile(r"\s*(COMMIT_MESSAGE\s*=|def |class |import |from \w+ import |@\w)")
 
 
 class ReplyError(ValueError):
@@ -33,6 +35,7 @@ class ReflectorReply:
     patch: str | None  # the last "*** Begin Patch" ... "*** End Patch" block, markers included
     full_source: str | None  # only when there is no patch: the last ```python block with the program
     code_blocks: tuple[str, ...] = ()  # every ```python (or unlabelled) block outside a patch, in order
+    unfenced: bool = False  # the reply was bare Python, without a ``` fence (read as one block)
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,11 @@ def parse_reply(text: str) -> ReflectorReply:
     lines = text.replace("\r\n", "\n").split("\n")
     fences = _fences(lines)
     patches = _patch_spans(lines, fences)
+    if not patches and not any(_inside(lines, f).strip() for f in fences):
+        bare = _bare_code(lines)
+        if bare is not None:
+            return ReflectorReply(_loose_commit_message(lines), None,
+                                  bare if "class KnowledgeBase" in bare else None, (bare,), unfenced=True)
     code = [f for f in fences if f.info in _PYTHON_INFO and not any(p.covers(f.start + 1) for p in patches)]
     blocks = tuple(_inside(lines, f) for f in code)
     patch = full_source = None
@@ -65,6 +73,20 @@ def parse_reply(text: str) -> ReflectorReply:
             chosen = code[-1]
     message = _commit_message(lines, fences, patches + code, chosen) if chosen else _loose_commit_message(lines)
     return ReflectorReply(message, patch, full_source, blocks)
+
+
+def _bare_code(lines: list[str]) -> str | None:
+    """A reply that is Python without its fence (a 0.5B coder wrote the code and forgot the opening fence;
+    a closing one may dangle at the end): its text, when it parses and defines something, or when it starts
+    as code does (then the merge reports where it stops parsing, e.g. a reply cut off at max_tokens)."""
+    body = [line for line in lines if not _FENCE.match(line)]
+    text = "\n".join(body).strip("\n") + "\n"
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text if _CODE_START.match(text) else None
+    defines = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
+    return text if any(isinstance(node, defines) for node in tree.body) else None
 
 
 def _inside(lines: list[str], fence: _Span) -> str:

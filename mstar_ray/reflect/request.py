@@ -12,6 +12,10 @@ from mstar_ray.agent.protocol import QuestionResult
 
 MAX_FAILURES = 3
 CASE_CONTEXT_CHARS = 1200
+# How the notes of children tried from a parent say that an attempt changed nothing, or repeated a program
+# (the reflector's check errors and the driver's duplicate notes use these words; the prompt counts them).
+NO_CHANGE = "the change leaves the program as it was"
+ALREADY_EVALUATED = "already evaluated"
 
 
 class Case(BaseModel):
@@ -31,6 +35,7 @@ class LineageEntry(BaseModel):
     score: float | None = None  # None: discarded before evaluation
     delta: float | None = None  # against the parent of the entry
     note: str = ""  # e.g. why a child was discarded
+    changed: list[str] = []  # the parts of its parent a child changed ("KnowledgeBase.read", "TOP_K")
 
 
 class ReflectionRequest(BaseModel):

@@ -24,7 +24,8 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt
 
 # 2: candidates gained tolerances, structural_key, duplicate_of and the novelties
 # 3: candidates gained texts_written, static_evidence, the static score's interval and the selection verdict;
-#    results gained the split "confirmation"
+#    results gained the split "confirmation"; llm_calls gained
+#    parent (the program a reflector call reflected on; candidate is the child it gave)
 SCHEMA_VERSION = 3
 VERSION_KEY = b"mstar_ray.schema_version"
 TABLE_KEY = b"mstar_ray.table"
@@ -128,7 +129,8 @@ class LLMCallRow(Row):
     cache_hit: bool = False
     cost_usd: float = 0.0
     retries: Int32 = 0
-    candidate: str | None = None
+    candidate: str | None = None  # the program evaluated; for a reflector call, the child it gave (if any)
+    parent: str | None = None  # reflector calls: the program reflected on
 
 
 class EventRow(Row):
@@ -226,6 +228,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         _req("cost_usd", pa.float64()),
         _req("retries", pa.int32()),
         _opt("candidate", pa.string()),
+        _opt("parent", pa.string()),
     ),
     "events": _schema(
         "events",

@@ -18,8 +18,8 @@ import numpy as np
 from pydantic import BaseModel
 
 from mstar_ray.agent.backend import Embedder
-from mstar_ray.search.subsets import choose_validation_split, rotating_set
-from mstar_ray.tasks.model import Question, Task
+from mstar_ray.search.subsets import choose_validation_split, facility_location, rotating_set
+from mstar_ray.tasks.model import Question, RawText, Task
 
 
 class Split(BaseModel):
@@ -30,6 +30,7 @@ class Split(BaseModel):
     train_texts: list[str]  # text ids written for every search evaluation, in the task's order
     evidence_texts: list[str] = []  # those of train_texts that hold the static questions' evidence
     static_evidence: float | None = None  # share of the static questions' evidence units in train_texts
+    test_texts: list[str] = []  # text ids written for the held-out test, in the task's order; empty: every text
 
 
 def held_out(questions: list[Question], fraction: float, seed: int) -> list[str]:
@@ -56,11 +57,30 @@ def confirmation_slice(candidates: list[str], size: int, rotating_size: int, see
     return sorted(random.Random(f"confirmation:{seed}").sample(sorted(candidates), count))
 
 
+def covering_texts(task: Task, questions: list[Question], embedder: Embedder, count: int) -> list[RawText]:
+    """The texts to write so that ``questions`` can be answered from about ``count`` of them, in the task's
+    order: every text holding their evidence (where the task says), then the texts that best cover the
+    questions (facility location, as the search fills its training texts) up to ``count``; all the task's
+    texts when ``count`` is not smaller."""
+    if count >= len(task.texts):
+        return list(task.texts)
+    if not questions:
+        raise ValueError("no questions to choose the texts for")
+    holders = task.evidence_holders()
+    index = {t.id: i for i, t in enumerate(task.texts)}
+    required = sorted({index[holders[u]] for q in questions for u in q.evidence if u in holders})
+    question_vectors = np.asarray(embedder.embed([q.question for q in questions]), dtype=np.float64)
+    text_vectors = np.asarray(embedder.embed([t.text for t in task.texts]), dtype=np.float64)
+    chosen = facility_location(question_vectors, text_vectors, count, given=required)
+    return [task.texts[i] for i in sorted(chosen)]
+
+
 class SplitPlan:
     """The split plus what is needed to re-choose the rotating set, and the texts to write, each iteration."""
 
     def __init__(self, task: Task, embedder: Embedder, *, test_fraction: float, static_size: int,
-                 rotating_size: int, train_ratio: float, seed: int, confirmation_size: int = 0):
+                 rotating_size: int, train_ratio: float, seed: int, confirmation_size: int = 0,
+                 test_texts: int | None = None):
         self.task = task
         self.seed = seed
         self.rotating_size = rotating_size
@@ -83,6 +103,7 @@ class SplitPlan:
         self._excluded = set(static_idx) | {i for i, q in enumerate(self._validation) if q.id in set(confirmation)}
         self._rotating: dict[int, list[str]] = {}
         train = self._in_order(task.texts[i].id for i in train_idx)
+        tested = [q for q in task.questions if q.id in test]
         self.split = Split(
             test=sorted(test),
             validation=[q.id for q in self._validation],
@@ -91,6 +112,8 @@ class SplitPlan:
             train_texts=train,
             evidence_texts=self.evidence_texts(static),
             static_evidence=self.evidence_share(train, static)[0],
+            test_texts=[t.id for t in covering_texts(task, tested, embedder, test_texts)]
+            if test_texts is not None and tested and test_texts < len(task.texts) else [],
         )
 
     def _in_order(self, text_ids) -> list[str]:
