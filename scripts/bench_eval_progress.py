@@ -56,12 +56,12 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             cache, gateway = start_run_services(tmp, settings)
-            board = start_progress_board()
+            board, board_name = start_progress_board()
             quiet = per_call(ProgressReporter(board, "bench:quiet"), 200_000)
             posting = per_call(ProgressReporter(board, "bench:posting", interval_s=0.0), 2_000)
             ray.get(board.snapshot.remote())  # every post delivered before the evaluations start
-            with_board = EvaluatorActor.remote(settings, SandboxLimits(), cache, gateway, board)
-            without = EvaluatorActor.remote(settings, SandboxLimits(), cache, gateway)
+            with_board = EvaluatorActor.remote(settings, SandboxLimits(), cache.name, gateway.name, board_name)
+            without = EvaluatorActor.remote(settings, SandboxLimits(), cache.name, gateway.name)
             job = EvalJob(candidate_id="bench", source=source, purpose="search", task_name=task.name,
                           texts=task.texts, questions=task.questions, static_ids=[q.id for q in task.questions])
             ray.get([with_board.evaluate.remote(job), without.evaluate.remote(job)])  # warm both (sandbox, cache)

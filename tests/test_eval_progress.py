@@ -47,8 +47,8 @@ def test_a_busy_evaluator_reports_its_progress_through_the_board(tmp_path):
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         cache, gateway = start_run_services(tmp_path, settings)
-        board = start_progress_board()
-        actor = EvaluatorActor.remote(settings, SandboxLimits(), cache, gateway, board)
+        board, board_name = start_progress_board()
+        actor = EvaluatorActor.remote(settings, SandboxLimits(), cache.name, gateway.name, board_name)
         job = EvalJob(candidate_id="slow", source=slow_program(1_500_000), purpose="test", task_name="t", texts=task.texts[:40],
                       questions=task.questions[:3], static_ids=[q.id for q in task.questions[:3]])
         pending = actor.evaluate.remote(job)
