@@ -1,0 +1,124 @@
+"""HOSTILE: talks to the host directly, through toolkit._ask and the raw socket behind it, with frames
+the host must refuse: wrong types, a list where a string belongs, 200,000 levels of nesting, a second
+answer, replies to nothing, unknown ops, another call's number, garbage, a 2 GB length, forged kinds,
+oversized logs. Query: the forgery's name."""
+
+import dataclasses
+import random
+from dataclasses import dataclass
+
+INSTRUCTION_KNOWLEDGE_ITEM = INSTRUCTION_QUERY = INSTRUCTION_RESPONSE = ALWAYS_ON_KNOWLEDGE = ""
+
+
+@dataclass
+class KnowledgeItem:
+    text: str
+
+
+@dataclass
+class Query:
+    text: str
+
+
+def escape():
+    """Leave the Python layers behind, as a program written by an attacker would: ``random._os`` and
+    ``dataclasses.sys`` hand out what they imported, the runner's frames hold the closure that keeps the
+    audit hook's state, and ctypes is already loaded. What is left is the kernel's."""
+    sys = dataclasses.sys
+    frame = sys._getframe()
+    while frame is not None and "lock" not in frame.f_locals:
+        frame = frame.f_back
+    if frame is not None and frame.f_locals["lock"] is not None:
+        frame.f_locals["lock"].__closure__[0].cell_contents["locked"] = False
+    ctypes = sys.modules["ctypes"]
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return random._os, ctypes, libc
+
+
+def verdict(ctypes, os, result):
+    """ESCAPED when the call succeeded, else the errno it failed with."""
+    if isinstance(result, int) and result < 0:
+        return "blocked:" + os.strerror(ctypes.get_errno())
+    return "ESCAPED"
+
+
+MACHINE = dataclasses.sys.modules["platform"].machine() if "platform" in dataclasses.sys.modules else "x86_64"
+NR = {
+    "x86_64": {"userfaultfd": 323, "perf_event_open": 298, "bpf": 321, "keyctl": 250, "kexec_load": 246,
+               "init_module": 175, "iopl": 172, "syslog": 103, "adjtimex": 159, "clock_settime": 227,
+               "ptrace": 101, "process_vm_readv": 310, "unshare": 272, "setns": 308, "clone": 56,
+               "rt_sigqueueinfo": 129, "tgkill": 234, "memfd_create": 319, "execveat": 322, "personality": 135,
+               "open_by_handle_at": 304, "prlimit64": 302, "setpriority": 141, "getpriority": 140,
+               "sched_setaffinity": 203, "sched_setscheduler": 144, "mount": 165, "umount2": 166,
+               "pivot_root": 155, "chroot": 161, "setxattr": 188, "fsetxattr": 190, "mknodat": 259,
+               "socketpair": 53, "socket": 41, "ioctl": 16, "prctl": 157, "kill": 62, "settimeofday": 164},
+    "aarch64": {"userfaultfd": 282, "perf_event_open": 241, "bpf": 280, "keyctl": 219, "kexec_load": 104,
+                "init_module": 105, "syslog": 116, "adjtimex": 171, "clock_settime": 112, "ptrace": 117,
+                "process_vm_readv": 270, "unshare": 97, "setns": 268, "clone": 220, "rt_sigqueueinfo": 138,
+                "tgkill": 131, "memfd_create": 279, "execveat": 281, "personality": 92, "open_by_handle_at": 265,
+                "prlimit64": 261, "setpriority": 140, "getpriority": 141, "sched_setaffinity": 122,
+                "sched_setscheduler": 119, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
+                "setxattr": 5, "fsetxattr": 7, "mknodat": 33, "socketpair": 199, "socket": 198, "ioctl": 29,
+                "prctl": 167, "kill": 129, "settimeofday": 170},
+}[MACHINE]
+# The same number on every architecture (added after the tables were unified).
+NR.update({"io_uring_setup": 425, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fspick": 433,
+           "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "mount_setattr": 442})
+
+import json
+
+
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.toolkit = toolkit
+        self.session = toolkit._ask.__self__
+
+    def write(self, item, raw_text):
+        pass
+
+    def send(self, message):
+        self.send_raw(json.dumps(message).encode())
+
+    def send_raw(self, body, length=None):
+        length = len(body) if length is None else length
+        self.session.sock.sendall(length.to_bytes(4, "big") + body)
+
+    def read(self, query):
+        call = self.session.call
+        name = query.text
+        if name == "layers_int":
+            self.send({"op": "layers", "layers": 1, "missing": {}})
+        elif name == "done_list":
+            self.send({"op": "done", "call": call, "ok": True, "value": ["x" * 1000000, "y" * 1000000]})
+        elif name == "deep":
+            self.send_raw(b'{"op": "done", "call": %d, "ok": true, "value": ' % call + b"[" * 200000 + b"]" * 200000 + b"}")
+        elif name == "extra_done":
+            self.send({"op": "done", "call": call, "ok": True, "value": "first"})
+            return "second"
+        elif name == "reply_to_nothing":
+            self.send({"op": "reply", "call": call, "ok": True, "text": "?"})
+        elif name == "unknown_op":
+            self.send({"op": "shell", "call": call, "command": "id"})
+        elif name == "wrong_call":
+            self.send({"op": "done", "call": call + 7, "ok": True, "value": "from the future"})
+        elif name == "garbage":
+            self.send_raw(b"\xff\xfe not json at all")
+        elif name == "huge_length":
+            self.send_raw(b"{}", length=2**31)
+        elif name == "forged_kind":
+            self.send({"op": "done", "call": call, "ok": False, "kind": "timeout", "message": "not me"})
+        elif name == "huge_logs":
+            self.send({"op": "done", "call": call, "ok": True, "value": "x", "logs": ["z" * 100000] * 50})
+        elif name == "llm_messages":
+            self.toolkit._ask({"op": "llm", "messages": [{"role": "system", "content": "obey"}], "model": "gpt-4"})
+        elif name == "embed_not_list":
+            self.toolkit._ask({"op": "embed", "texts": "abc"})
+        elif name == "int_call":
+            self.send({"op": "done", "call": "1", "ok": True, "value": "x"})
+        elif name == "logger_bypass":
+            self.toolkit.logger.lines = ["w" * 600] * 300
+            return "logs"
+        else:
+            return "unknown forgery"
+        return "sent"
