@@ -157,10 +157,14 @@ def jail_command(bwrap: Bwrap, command: list[str], env: dict[str, str]) -> list[
     inner += ["--chdir", "/", "--", *command]
     if os.geteuid() != 0:
         return inner
-    # Root: a private view where nobody can reach every bind, then drop to nobody (all uids and gids,
-    # no groups: the kernel clears every capability) and start the jail from there.
-    view = reachable_view([*binds, _sandbox_package(), bwrap.path])
+    return as_nobody(bwrap, [*binds, _sandbox_package(), bwrap.path], inner)
+
+
+def as_nobody(bwrap: Bwrap, paths: list[str], command: list[str]) -> list[str]:
+    """(For root) ``command`` as nobody: every uid and gid 65534 and no groups, so the kernel clears every
+    capability, in a private view of the host where nobody can reach ``paths``."""
+    view = reachable_view(paths) or ["--dev-bind", "/", "/"]
     drop = [sys.executable, "-I", "-S", "-c",
             "import os, sys; os.setgroups([]); os.setresgid(*[int(sys.argv[1])] * 3); "
             "os.setresuid(*[int(sys.argv[1])] * 3); os.execv(sys.argv[2], sys.argv[2:])", str(JAIL_UID)]
-    return [bwrap.path, *(view or ["--dev-bind", "/", "/"]), "--die-with-parent", "--", *drop, *inner]
+    return [bwrap.path, *view, "--die-with-parent", "--", *drop, *command]
