@@ -1,7 +1,7 @@
 """``mstar-ray``: check a memory program, or evaluate one on a task.
 
 Exit codes: 0 success; 1 the program broke the contract (statically or at run time); 2 bad input
-(arguments, a bad config, missing or malformed data); 3 an LLM endpoint that cannot be used; 4 the
+(arguments, a bad config, missing or malformed data); 3 an LLM endpoint that cannot be used, or a sandbox that cannot be set up; 4 the
 budget is spent.
 """
 
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mstar_ray.contract import ContractError, check_source
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
+from mstar_ray.sandbox_jail import LAYERS, SandboxStartError, SandboxUnavailable
 
 EXIT_OK, EXIT_PROGRAM, EXIT_INPUT, EXIT_ENDPOINT, EXIT_BUDGET = 0, 1, 2, 3, 4
 
@@ -53,7 +54,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )
     probe_endpoints(settings)
     roles = RoleClients(settings, cache=SqliteCache(args.cache) if args.cache else None)
-    limits = SandboxLimits(call_timeout_s=args.call_timeout)
+    unknown = set(args.allow_missing) - set(LAYERS)
+    if unknown:
+        raise ValueError(f"--allow-missing: unknown layer(s) {', '.join(sorted(unknown))}; the layers are {', '.join(LAYERS)}")
+    limits = SandboxLimits(call_timeout_s=args.call_timeout,
+                           require=[layer for layer in LAYERS if layer not in args.allow_missing])
     report = evaluate(source, task, roles.backend(), roles.embedder(), limits=limits, judge=roles.judge())
     if args.json:
         print(report.model_dump_json(indent=2))
@@ -200,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0, help="seed of the synthetic task")
     ev.add_argument("--call-timeout", type=float, default=60.0, help="wall deadline of one write/read in seconds")
     ev.add_argument("--json", action="store_true", help="print the full report as JSON")
+    ev.add_argument("--allow-missing", type=lambda text: [t for t in text.split(",") if t], default=[],
+                    metavar="LAYER[,LAYER]", help=f"sandbox layers this machine may lack ({', '.join(LAYERS)}); "
+                    "by default the sandbox refuses to run without any of them")
     ev.add_argument("--backend", choices=["offline", "llm"], default="offline",
                     help="offline: deterministic, no network; llm: an OpenAI-compatible endpoint")
     ev.add_argument("--llm-url", help="base URL of the endpoint, e.g. http://127.0.0.1:8080/v1")
@@ -253,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     except BudgetExceeded as exc:
         print(f"stopped: {exc}", file=sys.stderr)
         return EXIT_BUDGET
+    except (SandboxUnavailable, SandboxStartError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ENDPOINT
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT

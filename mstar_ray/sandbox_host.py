@@ -36,7 +36,7 @@ from mstar_ray import sandbox_jail
 from mstar_ray.sandbox_frames import (
     DoneFrame, EmbedFrame, LayersFrame, LLMFrame, ProtocolError, ViolationFrame, parse_frame,
 )
-from mstar_ray.sandbox_jail import SandboxUnavailable
+from mstar_ray.sandbox_jail import SandboxStartError, SandboxUnavailable
 from sandbox import wire
 
 LLMHandler = Callable[[list[dict[str, str]]], str]
@@ -96,10 +96,6 @@ class Outcome(BaseModel):
 
     def describe(self) -> str:
         return "ok" if self.ok else f"{self.kind}: {self.message}"
-
-
-class SandboxStartError(RuntimeError):
-    """The fork server could not be started or died (a broken install, not a broken program)."""
 
 
 def sandbox_environment() -> dict[str, str]:

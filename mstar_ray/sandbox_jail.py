@@ -49,6 +49,10 @@ FIXES = {
 }
 
 
+class SandboxStartError(RuntimeError):
+    """The fork server could not be started or died (a broken install, not a broken program)."""
+
+
 class SandboxUnavailable(RuntimeError):
     """A layer the run requires cannot be set up on this machine (not the candidate's fault)."""
 

@@ -22,7 +22,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import pyarrow as pa
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt, field_validator
 
-SCHEMA_VERSION = 2  # 2: candidates gained tolerances, structural_key, duplicate_of and the novelties
+SCHEMA_VERSION = 3  # 2: candidates gained tolerances, structural_key, duplicate_of and the novelties; 3: status "failed"
 VERSION_KEY = b"mstar_ray.schema_version"
 TABLE_KEY = b"mstar_ray.table"
 
@@ -55,7 +55,8 @@ class CandidateRow(Row):
     patch: str | None = None
     edit_format: str | None = None
     tolerances: list[str] = Field(default_factory=list)  # fixes a tolerant reading of the reflector's reply made
-    status: Literal["evaluated", "violation", "discarded", "duplicate"]
+    # failed: its evaluation broke down (an evaluator error or crash), not its program; violation_message says how
+    status: Literal["evaluated", "violation", "discarded", "duplicate", "failed"]
     iteration: Int32
     static_score: float | None = None
     rotating_score: float | None = None  # test scores live in ``results`` (split "test") and summary.json
