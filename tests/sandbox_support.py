@@ -121,7 +121,8 @@ class Victim:
         return self.process.pid
 
     def state(self) -> tuple:
-        return (self.process.poll(), process_state(self.pid))
+        code = self.process.poll()
+        return (code, process_state(self.pid) if code is None else None)
 
     def stop(self) -> None:
         self.process.send_signal(signal.SIGKILL)

@@ -1,5 +1,5 @@
 """HOSTILE: fills its folder: one huge file, or tens of thousands of small ones, and swallows the
-errors. Query: "bytes" or "inodes"."""
+errors. Query: "bytes" or "inodes", with an optional cap: "bytes|MB", "inodes|N"."""
 
 import dataclasses
 import random
@@ -74,9 +74,10 @@ class KnowledgeBase:
     def read(self, query):
         os = random._os
         written = 0
-        if query.text == "bytes":
+        what, _, cap = query.text.partition("|")
+        if what == "bytes":
             chunk = b"x" * (1 << 20)
-            for part in range(4000):
+            for part in range(int(cap or 128000) // 32):
                 try:
                     fd = os.open("big%d" % part, os.O_WRONLY | os.O_CREAT)
                     for _ in range(32):
@@ -86,7 +87,7 @@ class KnowledgeBase:
                 except OSError:
                     break
         else:
-            for n in range(60000):
+            for n in range(int(cap or 60000)):
                 try:
                     os.close(os.open("f%d" % n, os.O_WRONLY | os.O_CREAT))
                     written += 1
