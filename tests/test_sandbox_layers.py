@@ -316,3 +316,18 @@ def test_the_sandbox_command_reports_layers_and_refuses_a_missing_one(monkeypatc
         assert "seccomp" in out and "not active: landlock" in out
     finally:
         server.close()
+
+
+def test_an_honest_program_using_every_library_runs_under_every_layer(server):
+    from tests.sandbox_support import FakeEmbed, FakeLLM
+
+    source = (ROOT / "tests" / "fixtures" / "honest_libraries.py").read_text()
+    with Sandbox(source, limits=SandboxLimits(call_timeout_s=60), llm=FakeLLM(), embed=FakeEmbed(),
+                 fork_server=server) as sandbox:
+        assert sandbox.start().ok
+        for i in range(3):
+            outcome = sandbox.write({"text": f"Alice {i}"}, f"Alice lives in Lisbon {i} " * 20)
+            assert outcome.ok, outcome.describe() + outcome.traceback
+        answer = sandbox.read({"text": "Alice"})
+        assert answer.ok and answer.value.endswith("an answer"), answer.describe() + answer.traceback
+        assert sandbox.missing_layers == {}
