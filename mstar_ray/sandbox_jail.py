@@ -24,6 +24,7 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 JAIL_UID = JAIL_GID = 65534
 SANDBOX_MOUNT = "/opt/mstar-sandbox"  # where the ``sandbox`` package appears inside the jail
@@ -38,6 +39,7 @@ LAYERS = {
     "seccomp": "per candidate: system-call allow-list",
     "landlock": "per candidate: file-system access control",
 }
+Layer = Literal[tuple(LAYERS)]  # type: ignore[valid-type]
 USERNS_FIX = ("allow unprivileged user namespaces: `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` "
               "(Ubuntu 23.10+), `sysctl -w kernel.unprivileged_userns_clone=1` (older Debian), "
               "`sysctl -w user.max_user_namespaces=15000` (where it is 0)")

@@ -84,7 +84,7 @@ def measure_checkout(checkout: Path, n: int) -> dict:
 
 
 def cold_starts(count: int) -> list[float]:
-    from mstar_ray.sandbox_host import sandbox_environment
+    from mstar_ray.sandbox_fork_server import sandbox_environment
 
     cold = []
     for _ in range(count):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from mstar_ray.sandbox_host import SandboxLimits
-from tests.sandbox_support import LIMITS, SECRET, WRITE, Victim, Watch, read
+from tests.sandbox_support import SECRET, WRITE, Victim, Watch, read
 
 
 @pytest.fixture(autouse=True)

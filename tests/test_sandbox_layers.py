@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from mstar_ray import sandbox_jail
-from mstar_ray.sandbox_host import ForkServer, Sandbox, SandboxLimits, SandboxUnavailable, _namespaces, _status
+from mstar_ray.sandbox_fork_server import namespaces_of, proc_status
+from mstar_ray.sandbox_host import ForkServer, Sandbox, SandboxLimits, SandboxUnavailable
 from sandbox import seccomp
 from sandbox.syscalls import NUMBERS
 from tests.conftest import HOSTILE, ROOT
@@ -201,20 +202,20 @@ def test_the_fork_server_is_jailed_as_seen_from_outside(server):
     if sandbox_jail.find_bwrap() is None:
         pytest.skip("no bwrap here: the jail layer is reported missing instead (tested below)")
     assert server.jail.startswith("jail(bwrap") and "jail" not in server.missing
-    status = _status(server.zygote.pid)
+    status = proc_status(server.zygote.pid)
     uids = status["Uid"].split()
     assert "0" not in uids and (os.geteuid() != 0 or uids == ["65534"] * 4)
     assert all(int(status[key], 16) == 0 for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"))
     assert status["NoNewPrivs"].strip() == "1"
-    ours, its = _namespaces("self"), _namespaces(server.zygote.pid)
+    ours, its = namespaces_of("self"), namespaces_of(server.zygote.pid)
     assert all(ours[ns] != its[ns] for ns in ours)
 
 
 def test_a_candidates_layers_are_seen_from_outside(server):
     with Sandbox(CANARY, fork_server=server) as sandbox:
         assert sandbox.start().ok
-        status = _status(sandbox.host_pid)
-        theirs = _namespaces(sandbox.host_pid)
+        status = proc_status(sandbox.host_pid)
+        theirs = namespaces_of(sandbox.host_pid)
         assert status["Seccomp"].strip() == "2" and status["NoNewPrivs"].strip() == "1"
         assert all(int(status[key], 16) == 0 for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"))
         assert all(theirs[ns] != server.zygote.namespaces[ns] for ns in ("user", "mnt", "pid", "net", "ipc", "uts"))
@@ -302,11 +303,11 @@ def test_killing_the_host_kills_everything_inside():
 
 
 def test_the_sandbox_command_reports_layers_and_refuses_a_missing_one(monkeypatch, capsys):
-    from mstar_ray import sandbox_host
+    from mstar_ray import sandbox_fork_server
     from mstar_ray.cli import main
 
     server = ForkServer(test_disable=frozenset({"landlock"}))
-    monkeypatch.setattr(sandbox_host, "_shared", server)
+    monkeypatch.setattr(sandbox_fork_server, "_shared", server)
     try:
         assert main(["sandbox"]) == 3
         error = capsys.readouterr().err
