@@ -13,7 +13,10 @@ from __future__ import annotations
 import ctypes
 import os
 
+from sandbox.libc import check, libc
+
 CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
@@ -25,32 +28,27 @@ PR_CAPBSET_DROP = 24
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 CAPABILITY_VERSION_3 = 0x20080522
 CANDIDATE_NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+EVERY_NAMESPACE = CANDIDATE_NAMESPACES | CLONE_NEWCGROUP
 
 
-def _check(libc: ctypes.CDLL, result: int, what: str) -> None:
-    if result != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def enter(libc: ctypes.CDLL) -> None:
+def enter() -> None:
     """In the keeper: new namespaces for the child it forks next, the same uid and gid inside as outside."""
     uid, gid = os.getuid(), os.getgid()
     # The fork server is not dumpable, so its /proc files (uid_map among them) belong to root; this process
     # must own them to write its own maps.
-    _check(libc, libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
-    _check(libc, libc.unshare(CANDIDATE_NAMESPACES), "unshare(user, mount, pid, net, ipc, uts)")
+    check(libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
+    check(libc.unshare(CANDIDATE_NAMESPACES), "unshare(user, mount, pid, net, ipc, uts)")
     for name, text in (("uid_map", f"{uid} {uid} 1"), ("setgroups", "deny"), ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w") as file:
             file.write(text)
 
 
-def mount_private(libc: ctypes.CDLL, workdir: str, disk_mb: int, disk_inodes: int) -> list[str]:
+def mount_private(workdir: str, disk_mb: int, disk_inodes: int) -> list[str]:
     """In the candidate (PID 1 of its namespace): its own /proc and a bounded tmpfs as its folder."""
-    _check(libc, libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount(/, private)")
+    check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount(/, private)")
     flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
     options = f"size={disk_mb}m,nr_inodes={disk_inodes},mode=0700".encode()
-    _check(libc, libc.mount(b"tmpfs", os.fsencode(workdir), b"tmpfs", flags, options), f"mount tmpfs on {workdir}")
+    check(libc.mount(b"tmpfs", os.fsencode(workdir), b"tmpfs", flags, options), f"mount tmpfs on {workdir}")
     layers = [f"tmpfs({disk_mb} MB, {disk_inodes} inodes)"]
     # Best effort: Landlock still keeps the program to /proc/self when the kernel refuses a new procfs.
     if libc.mount(b"proc", b"/proc", b"proc", flags, None) == 0:
@@ -58,7 +56,7 @@ def mount_private(libc: ctypes.CDLL, workdir: str, disk_mb: int, disk_inodes: in
     return layers
 
 
-def drop_capabilities(libc: ctypes.CDLL) -> str:
+def drop_capabilities() -> str:
     """Empty every capability set, the bounding and ambient sets included; returns the layer name."""
     last = int(open("/proc/sys/kernel/cap_last_cap").read())
     for cap in range(last + 1):
@@ -66,7 +64,7 @@ def drop_capabilities(libc: ctypes.CDLL) -> str:
     libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
     data = (ctypes.c_uint32 * 6)()
-    _check(libc, libc.capset(header, data), "capset")
+    check(libc.capset(header, data), "capset")
     status = capability_sets()
     if any(status.values()):
         raise OSError(0, f"capabilities left after dropping: {status}")

@@ -5,37 +5,28 @@ what protected a run: death with its keeper, resource limits, a process state re
 server's recorded one (limits, priority, affinity, signal dispositions and mask, no inherited file
 descriptors), a network namespace when the candidate has no namespaces of its own, and Landlock, which
 confines the file system (reads to the interpreter's own files, writes to the candidate's folder)
-beneath the mount view. Python 3.11 has no ``os.unshare`` or ``prctl``, hence libc via ctypes here, in
-trusted code that runs before the program is loaded. The system-call filter is ``sandbox.seccomp``.
+beneath the mount view. The system-call filter is ``sandbox.seccomp``.
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import resource
 import signal
 import struct
 from typing import Any
 
-CLONE_NEWNET = 0x40000000
-CLONE_NEWUSER = 0x10000000
+from sandbox.libc import check, libc
+from sandbox.namespaces import CLONE_NEWNET, CLONE_NEWUSER
+
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
-
-libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
 def die_with_parent() -> None:
     """SIGKILL this process when the process that forked it dies, so no sandbox outlives its keeper."""
-    _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+    check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
 
 
 def isolate_network() -> str:
@@ -164,12 +155,12 @@ def restrict_filesystem(workdir: str, read_paths: list[str]) -> str:
                 if not os.path.isdir(path):
                     rights &= _FILE_RIGHTS
                 rule = struct.pack("=Qi", rights & handled_fs, fd)
-                _check(libc.syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH, rule, 0),
+                check(libc.syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH, rule, 0),
                        f"landlock_add_rule({path})")
             finally:
                 os.close(fd)
-        _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
-        _check(libc.syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
+        check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+        check(libc.syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
     finally:
         os.close(ruleset)
     return f"landlock(abi {abi})"

@@ -22,11 +22,11 @@ import types
 from typing import Any
 
 from sandbox import guard, namespaces, oslayers, seccomp, wire
+from sandbox.libc import libc
 from sandbox.toolkit import Toolkit
 
 PROGRAM_FILENAME = "program.py"
 THREAD_GRACE_S = 0.25
-PR_SET_DUMPABLE = 4
 # What the candidate's namespaces give it, reported as one layer.
 NAMESPACES_LAYER = "namespaces(user, mount, pid, net, ipc, uts)"
 
@@ -190,7 +190,6 @@ def serve(channel_fd: int, request: dict[str, Any], workdir: str, isolated: bool
     Applies every layer, reports them, then serves the host until it says close. Returns the exit code."""
     sock = socket.socket(fileno=channel_fd)
     limits = request["limits"]
-    libc = oslayers.libc
     layers: list[str] = []
     oslayers.die_with_parent()
     layers.append("die-with-keeper")
@@ -198,7 +197,7 @@ def serve(channel_fd: int, request: dict[str, Any], workdir: str, isolated: bool
     if isolated:
         layers.append(NAMESPACES_LAYER)
         try:
-            layers += namespaces.mount_private(libc, workdir, limits["disk_mb"], limits["disk_inodes"])
+            layers += namespaces.mount_private(workdir, limits["disk_mb"], limits["disk_inodes"])
         except OSError as exc:
             missing["namespaces"] = f"own namespaces, but no bounded folder: {exc}"
     else:
@@ -211,10 +210,10 @@ def serve(channel_fd: int, request: dict[str, Any], workdir: str, isolated: bool
     )
     layers.append(oslayers.reset_process_state(baseline, channel_fd))
     try:
-        layers.append(namespaces.drop_capabilities(libc))
+        layers.append(namespaces.drop_capabilities())
     except OSError as exc:
         missing["capabilities"] = str(exc)
-    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    libc.prctl(namespaces.PR_SET_DUMPABLE, 0, 0, 0, 0)
     _quiet_stdio()
     os.chdir(workdir)
     os.environ.clear()
@@ -224,7 +223,7 @@ def serve(channel_fd: int, request: dict[str, Any], workdir: str, isolated: bool
     session.guarded = "python-guards" not in disable
     lock = guard.install_audit_hook(workdir, session.report_violation) if session.guarded else None
     for name, apply in (("landlock", lambda: oslayers.restrict_filesystem(workdir, guard.readable_roots())),
-                        ("seccomp", lambda: seccomp.install(libc))):
+                        ("seccomp", seccomp.install)):
         if name in disable:
             missing[name] = "disabled (test mode)"
             continue

@@ -18,6 +18,8 @@ import os
 import platform
 import struct
 
+from sandbox.libc import check, libc
+from sandbox.namespaces import EVERY_NAMESPACE
 from sandbox.syscalls import NUMBERS
 
 # Hot calls first: the filter is a linear scan (the kernel caches argument-free verdicts anyway).
@@ -72,8 +74,6 @@ PRCTLS = (2, 3, 15, 16, 21, 23, 30, 39, 0x53564D41)
 AF_UNIX = 1
 PRIO_PROCESS = 0
 CLONE_THREAD = 0x00010000
-# CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET: never in a thread's clone.
-CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 X32_SYSCALL_BIT = 0x40000000
@@ -171,7 +171,7 @@ def build_filter(machine: str, own_pid: int) -> list[tuple[int, int, int, int]]:
     p.label("clone")
     p.load(_arg(0))
     p.if_no_bit(CLONE_THREAD, RET_EPERM)
-    p.if_any_bit(CLONE_NAMESPACES, RET_EPERM)
+    p.if_any_bit(EVERY_NAMESPACE, RET_EPERM)  # never a thread in new namespaces
     p.ret(RET_ALLOW)
     p.label("self")
     p.load(_arg(0))
@@ -209,7 +209,7 @@ def packed_filter(machine: str, own_pid: int) -> bytes:
     return b"".join(struct.pack("HBBI", *insn) for insn in build_filter(machine, own_pid))
 
 
-def install(libc: ctypes.CDLL) -> str:
+def install() -> str:
     """Install the filter on every thread of this process (no_new_privs first); returns the layer name."""
     machine = platform.machine()
     if machine not in NUMBERS:
@@ -221,11 +221,7 @@ def install(libc: ctypes.CDLL) -> str:
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
     fprog = SockFprog(len(raw) // 8, ctypes.addressof(buffer))
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(err)}")
-    if libc.syscall(SECCOMP_SYSCALL[machine], SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC,
-                    ctypes.byref(fprog)) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"seccomp(SECCOMP_SET_MODE_FILTER): {os.strerror(err)}")
+    check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    check(libc.syscall(SECCOMP_SYSCALL[machine], SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC,
+                       ctypes.byref(fprog)), "seccomp(SECCOMP_SET_MODE_FILTER)")
     return "seccomp"

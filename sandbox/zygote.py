@@ -30,7 +30,6 @@ import sys
 from typing import Any
 
 PRELOAD = ("chromadb", "chromadb.api.rust", "chromadb.config", "numpy", "sqlite3", "json", "re", "dataclasses")
-PR_SET_DUMPABLE = 4
 
 
 def _preload() -> None:
@@ -60,7 +59,7 @@ def _keeper(request: dict, channel_fd: int, workdir: str, settings: dict, baseli
         missing["namespaces"] = "disabled (test mode)"
     else:
         try:
-            namespaces.enter(oslayers.libc)
+            namespaces.enter()
             isolated = True
         except OSError as exc:
             missing["namespaces"] = str(exc)
@@ -177,6 +176,8 @@ def _identity() -> dict[str, Any]:
 
 def main(control_fd: int, settings_json: str) -> None:
     from sandbox import oslayers
+    from sandbox.libc import libc
+    from sandbox.namespaces import PR_SET_DUMPABLE
 
     settings = json.loads(settings_json)
     # A program may write files into its own folder; an empty or relative entry on the import path
@@ -185,7 +186,7 @@ def main(control_fd: int, settings_json: str) -> None:
     control = socket.socket(fileno=control_fd)
     try:
         oslayers.die_with_parent()
-        oslayers.libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         _preload()
         control.send(json.dumps({"op": "ready", "pid": os.getpid(), **_identity()}).encode())
     except Exception as exc:  # tell the host why, instead of dying silently

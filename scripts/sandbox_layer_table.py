@@ -29,8 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mstar_ray.sandbox_host import ForkServer, Outcome, Sandbox, SandboxLimits  # noqa: E402
-from tests.conftest import HOSTILE  # noqa: E402
-from tests.sandbox_support import SECRET, FakeEmbed, FakeLLM, Victim, process_state, snapshot  # noqa: E402
+from tests.sandbox_support import (  # noqa: E402
+    SECRET, FakeEmbed, FakeLLM, Victim, hostile_source, process_state, snapshot,
+)
 
 LAYERS = ("jail", "namespaces", "seccomp", "landlock", "python-guards")
 LIMITS = SandboxLimits(call_timeout_s=10.0, disk_mb=32, disk_inodes=500, require=[])
@@ -105,7 +106,7 @@ def run_attack(attack: Attack, world: World) -> bool:
     before = {"outside": snapshot(world.outside), "victim": world.victim.state(),
               "fork server": process_state(world.server.zygote.pid)}
     world.arrived.clear()
-    source = (HOSTILE / f"{attack.program}.py").read_text()
+    source = hostile_source(attack.program)
     with Sandbox(source, limits=LIMITS, llm=llm, embed=FakeEmbed(), fork_server=world.server) as sandbox:
         outcome = sandbox.start()
         if outcome.ok:

@@ -50,6 +50,12 @@ class KnowledgeBase:
 '''
 
 
+def hostile_source(name: str) -> str:
+    """A hostile program as a candidate would send it: one file, the attack kit in place of its marker."""
+    kit = (HOSTILE / "_attack_kit.py").read_text().split('"""', 2)[2].lstrip("\n")
+    return (HOSTILE / f"{name}.py").read_text().replace("# ATTACK KIT\n", kit)
+
+
 def read(text: str = "q") -> tuple[str, dict]:
     return ("read", {"query": {"text": text}})
 
@@ -150,7 +156,7 @@ class Watch:
 
     def run(self, name: str, calls: list[tuple[str, dict]], limits: SandboxLimits = LIMITS,
             llm: FakeLLM | None = None, embed: FakeEmbed | None = None, source: str | None = None) -> list[Outcome]:
-        source = source if source is not None else (HOSTILE / f"{name}.py").read_text()
+        source = source if source is not None else hostile_source(name)
         before = (snapshot(self.outside), process_state(os.getpid()), self.victim.state(),
                   process_state(self.server().zygote.pid))
         outcomes = []

@@ -10,8 +10,7 @@ import time
 import pytest
 
 from mstar_ray.sandbox_host import Sandbox, SandboxLimits
-from tests.conftest import HOSTILE
-from tests.sandbox_support import LIMITS, FakeEmbed, FakeLLM, Victim, Watch, read
+from tests.sandbox_support import LIMITS, FakeEmbed, FakeLLM, Victim, Watch, hostile_source, read
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +117,7 @@ def test_nothing_runs_between_calls(how):
     """A thread started where the runner's own check cannot see it (it is lint: a thread just started is
     not counted yet, a program's logger runs after the check) spins on, but the host freezes the process
     as soon as the call is answered: between calls it uses no CPU, and the next call still works."""
-    source = (HOSTILE / "threads_after_return.py").read_text()
+    source = hostile_source("threads_after_return")
     with Sandbox(source, limits=LIMITS, llm=FakeLLM(), embed=FakeEmbed()) as sandbox:
         assert sandbox.start().ok
         started = sandbox.read({"text": how})

@@ -23,8 +23,8 @@ from mstar_ray.sandbox_fork_server import namespaces_of, proc_status
 from mstar_ray.sandbox_host import ForkServer, Sandbox, SandboxLimits, SandboxUnavailable
 from sandbox import seccomp
 from sandbox.syscalls import NUMBERS
-from tests.conftest import HOSTILE, ROOT
-from tests.sandbox_support import CANARY
+from tests.conftest import ROOT
+from tests.sandbox_support import CANARY, hostile_source
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux kernel layers")
 
@@ -34,17 +34,17 @@ PROBE = textwrap.dedent(
     """
     import errno, json, os, socket, sys  # noqa: E401
     from sandbox import guard, namespaces, oslayers, seccomp
+    from sandbox.libc import libc
     workdir, outside, port, host_pid, attempts = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
-    libc = oslayers.libc
-    namespaces.enter(libc)
+    namespaces.enter()
     child = os.fork()
     if child:
         _, status = os.waitpid(child, 0)
         sys.exit(os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0)
-    namespaces.mount_private(libc, workdir, 16, 100)
-    namespaces.drop_capabilities(libc)
+    namespaces.mount_private(workdir, 16, 100)
+    namespaces.drop_capabilities()
     oslayers.restrict_filesystem(workdir, guard.readable_roots())
-    seccomp.install(libc)
+    seccomp.install()
 
     def connect():
         s = socket.socket()
@@ -283,9 +283,10 @@ HOST = textwrap.dedent(
 )
 
 
-def test_killing_the_host_kills_everything_inside():
-    host = subprocess.Popen([sys.executable, "-c", HOST, str(HOSTILE / "outlive_host.py")], stdout=subprocess.PIPE,
-                            text=True, cwd=ROOT)
+def test_killing_the_host_kills_everything_inside(tmp_path: Path):
+    program = tmp_path / "outlive_host.py"
+    program.write_text(hostile_source("outlive_host"))
+    host = subprocess.Popen([sys.executable, "-c", HOST, str(program)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         report = host.stdout.readline()
         candidate, zygote = map(int, host.stdout.readline().split())
