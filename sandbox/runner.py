@@ -2,11 +2,12 @@
 
 Runs in the candidate process the keeper forks (``sandbox.zygote``). Messages from the host, each with
 the host's call number: ``{"op": "load", "call", "source"}``, ``{"op": "write", "call", "item",
-"raw_text"}``, ``{"op": "read", "call", "query"}``, ``{"op": "close"}``. First, before any program code
-runs, this side sends one ``layers`` frame; then each call is answered by exactly one ``done`` frame;
-while a call runs, this side may send ``llm``/``embed`` requests (each answered by one ``reply``) and
-``violation`` notices (not answered). Everything here after the program loads is the program's to
-tamper with, so the host checks every frame it receives and decides nothing on this side's word.
+"raw_text"}``, ``{"op": "read", "call", "query"}``; the host ends the process when it is done with it.
+First, before any program code runs, this side sends one ``layers`` frame; then each call is answered
+by exactly one ``done`` frame; while a call runs, this side may send ``llm``/``embed`` requests (each
+answered by one ``reply``) and ``violation`` notices (not answered). Everything here after the program
+loads is the program's to tamper with, so the host checks every frame it receives and decides nothing
+on this side's word.
 """
 
 from __future__ import annotations
@@ -187,7 +188,7 @@ def _quiet_stdio() -> None:
 def serve(channel_fd: int, request: dict[str, Any], workdir: str, isolated: bool, missing: dict[str, str],
           baseline: dict[str, Any], disable: list[str]) -> int:
     """Entry point of a freshly forked candidate process (PID 1 of its namespaces when ``isolated``).
-    Applies every layer, reports them, then serves the host until it says close. Returns the exit code."""
+    Applies every layer, reports them, then serves the host until it closes the channel. Returns the exit code."""
     sock = socket.socket(fileno=channel_fd)
     limits = request["limits"]
     layers: list[str] = []
@@ -245,8 +246,6 @@ def serve(channel_fd: int, request: dict[str, Any], workdir: str, isolated: bool
         try:
             message = wire.recv(sock)
         except (wire.ChannelClosed, wire.FrameError, OSError):
-            return 0
-        if message.get("op") == "close":
             return 0
         session.call = message.get("call")
         reply = session.handle(message)

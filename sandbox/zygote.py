@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import resource
 import shutil
 import signal
@@ -29,28 +30,24 @@ import socket
 import sys
 from typing import Any
 
+from sandbox import namespaces, oslayers, runner, seccomp
+from sandbox.libc import libc
+
 PRELOAD = ("chromadb", "chromadb.api.rust", "chromadb.config", "numpy", "sqlite3", "json", "re", "dataclasses")
 
 
 def _preload() -> None:
+    """Imported and built here, so that forked children pay nothing for them."""
     import importlib
 
     for name in PRELOAD:
         importlib.import_module(name)
-    # Imported and built here so that forked children pay nothing for them.
-    import platform
-
-    import sandbox.runner  # noqa: F401
-    from sandbox import seccomp
-
     if platform.machine() in seccomp.NUMBERS:
         seccomp.packed_filter(platform.machine(), 1)  # a candidate is PID 1 of its own namespace
 
 
 def _keeper(request: dict, channel_fd: int, workdir: str, settings: dict, baseline: dict) -> int:
     """The zygote's child: give the candidate its namespaces, fork it, outlive it, report how it ended."""
-    from sandbox import namespaces, oslayers, runner
-
     oslayers.die_with_parent()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     missing: dict[str, str] = {}
@@ -88,8 +85,6 @@ def _keeper(request: dict, channel_fd: int, workdir: str, settings: dict, baseli
 
 class Zygote:
     def __init__(self, control: socket.socket, settings: dict[str, Any]):
-        from sandbox import oslayers
-
         self.control = control
         self.settings = settings
         self.scratch = settings["scratch"]
@@ -98,8 +93,6 @@ class Zygote:
         self.spawned = 0
 
     def poisoned(self) -> str | None:
-        from sandbox import oslayers
-
         now = oslayers.process_state()
         changed = [key for key in self.baseline if now[key] != self.baseline[key]]
         return None if not changed else f"the fork server's {', '.join(changed)} changed since it started: {now}"
@@ -163,8 +156,6 @@ class Zygote:
 
 
 def _identity() -> dict[str, Any]:
-    from sandbox import namespaces
-
     status = {}
     with open("/proc/self/status") as file:
         for line in file:
@@ -175,10 +166,6 @@ def _identity() -> dict[str, Any]:
 
 
 def main(control_fd: int, settings_json: str) -> None:
-    from sandbox import oslayers
-    from sandbox.libc import libc
-    from sandbox.namespaces import PR_SET_DUMPABLE
-
     settings = json.loads(settings_json)
     # A program may write files into its own folder; an empty or relative entry on the import path
     # would let it shadow a module that is imported later.
@@ -186,7 +173,7 @@ def main(control_fd: int, settings_json: str) -> None:
     control = socket.socket(fileno=control_fd)
     try:
         oslayers.die_with_parent()
-        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        libc.prctl(namespaces.PR_SET_DUMPABLE, 0, 0, 0, 0)
         _preload()
         control.send(json.dumps({"op": "ready", "pid": os.getpid(), **_identity()}).encode())
     except Exception as exc:  # tell the host why, instead of dying silently

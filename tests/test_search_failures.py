@@ -1,6 +1,7 @@
 """One candidate cannot stop a search: an evaluation that raises is recorded as that candidate's failure
 and the run goes on; on a resume, a candidate that already crashed evaluators is marked failed and skipped
-instead of being sent to them again."""
+instead of being sent to them again. (Every search here also shows that Ray's workers find bwrap: each
+evaluator sets up a sandbox at start, and by default a run refuses to start without the jail.)"""
 
 from __future__ import annotations
 
@@ -69,3 +70,4 @@ def test_a_resume_skips_a_candidate_that_crashed_evaluators(finished_run: Path):
     assert [row["status"] for row in rows] == ["failed"] and "crashed evaluators 2 times" in rows[0]["violation_message"]
     started = [e for e in table(finished_run, "events") if e["kind"] == "started" and e["candidate"] == candidate.id]
     assert started == []  # never sent to an evaluator again
+
