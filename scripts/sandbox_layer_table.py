@@ -5,9 +5,10 @@ that builds its own fork server can reach: no run config, no command.
 
 The attacks are the hostile programs of ``tests/hostile/``, aimed only at things this script owns (a
 folder of planted files, a victim process, a listening port, its own fork server), because with the
-kernel layers off they run as an ordinary process of this machine. Dropping the candidate's capabilities
-is never switched off (a candidate would then be real root here), nor are the host's own layers (frame
-validation, budgets, freezing between calls): those rows hold in every column by construction.
+kernel layers off they run as an ordinary process of this machine. Never switched off: dropping the
+candidate's capabilities (it would be real root here), its resource limits, the network namespace it
+enters when it has no namespaces of its own, and the host's own layers (frame validation, budgets,
+freezing between calls); rows those stop hold in every column.
 
     .venv/bin/python scripts/sandbox_layer_table.py [--only CLASS ...]
 """
@@ -215,7 +216,7 @@ def table(results: dict[tuple[str, str], bool], attacks: list[Attack], configs: 
         if cls.startswith("host:"):
             alone = ["the host (always on)"]
         elif results.get((cls, "none")) is False:
-            alone = ["what is never switched off: no capabilities, resource limits"]
+            alone = ["layers never switched off (no capabilities, limits, a network namespace, kernel settings)"]
         lines.append(f"| {cls} | " + " | ".join(cells) + f" | {', '.join(alone) or '-'} |")
     return "\n".join(lines)
 
