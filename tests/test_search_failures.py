@@ -55,7 +55,7 @@ def test_an_evaluation_that_raises_is_that_candidates_failure(finished_run: Path
     assert summary["candidates_evaluated"] == 2  # the search went on to its budget
 
 
-def test_a_resume_skips_a_candidate_that_crashed_evaluators(finished_run: Path):
+def test_a_resume_skips_a_candidate_that_crashed_evaluators(finished_run: Path, capsys: pytest.CaptureFixture):
     source = (SEEDS / "vector_search.py").read_text().replace("TOP_K = 5", "TOP_K = 4")
     candidate = Candidate(id=program_id(source), source=source, parent=None, origin="reflection",
                           commit_message="crashes its evaluators", iteration=1)
@@ -65,7 +65,9 @@ def test_a_resume_skips_a_candidate_that_crashed_evaluators(finished_run: Path):
     for _ in range(2):  # what the driver logs each time an evaluator died on it, Ray's own retries spent
         directory.event("retried", candidate=candidate.id, detail="eval actor died: ActorDiedError")
     directory.close()
-    assert main(["run", "--resume", str(finished_run)]) == 0
+    code = main(["run", "--resume", str(finished_run)])
+    output = capsys.readouterr()
+    assert code == 0, output.out[-3000:] + output.err[-3000:]
     rows = [row for row in table(finished_run, "candidates") if row["id"] == candidate.id]
     assert [row["status"] for row in rows] == ["failed"] and "crashed evaluators 2 times" in rows[0]["violation_message"]
     started = [e for e in table(finished_run, "events") if e["kind"] == "started" and e["candidate"] == candidate.id]

@@ -110,6 +110,10 @@ class SearchDriver:
         self.seen = set(restored.seen)
         self.iterations = restored.iterations
         self.redo = collections.deque(restored.reflections)
+        self.gateway.restore(restored.usage)
+        self.state.evaluated, self.state.discarded = restored.evaluated, restored.discarded
+        self.state.violations = restored.violations
+        self.state.duplicates = restored.duplicates
         self.crashes.update(restored.crashes)
         for candidate in restored.queue:
             if self.crashes[candidate.id] >= MAX_CRASHES_PER_CANDIDATE:
@@ -117,10 +121,6 @@ class SearchDriver:
                                         "not evaluated again")
             else:
                 self.queue.append(candidate)
-        self.gateway.restore(restored.usage)
-        self.state.evaluated, self.state.discarded = restored.evaluated, restored.discarded
-        self.state.violations = restored.violations
-        self.state.duplicates = restored.duplicates
         for known in [*restored.members, *restored.queue]:
             self.structure.learn(known.id, known.source)
         if len(self.population):
