@@ -12,20 +12,28 @@ from mstar_ray.llm.usage import CallLog
 from mstar_ray.tasks.model import Question, RawText
 
 
+Purpose = Literal["search", "confirm", "test"]
+
+
 class EvalJob(BaseModel):
     candidate_id: str
     source: str
-    purpose: Literal["search", "test"]
+    purpose: Purpose
     task_name: str
     texts: list[RawText]
     questions: list[Question]
     static_ids: list[str]  # the questions whose mean score is the fitness
     judge: bool = False
 
+    @property
+    def key(self) -> str:
+        """Names the job on the progress board: one candidate may be evaluated for several purposes."""
+        return f"{self.purpose}:{self.candidate_id}"
+
 
 class EvalOutcome(BaseModel):
     candidate_id: str
-    purpose: Literal["search", "test"]
+    purpose: Purpose
     report: EvalReport
     static_score: float
     node_id: str

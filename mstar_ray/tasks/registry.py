@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from mstar_ray.tasks.dialogue import Granularity
 from mstar_ray.tasks.model import Question, Task
 
 logger = logging.getLogger(__name__)
@@ -43,10 +44,12 @@ def load_task(
     data_path: str | None = None,
     seed: int = 0,
     categories: tuple[int, ...] | None = None,
+    granularity: Granularity = "session",
 ) -> Task:
     """Build the named task.
 
-    Options that do not apply to the chosen task (``conversation``, ``data_path`` and ``categories`` for
+    ``granularity`` cuts a dialogue into raw texts: one per session (the default, as the M* paper) or
+    one per turn (``mstar_ray.tasks.dialogue``). Options that do not apply to the chosen task (``conversation``, ``data_path`` and ``categories`` for
     ``synthetic``; ``seed`` for ``locomo``) are ignored, so one config shape can drive either task.
     ``categories`` are LoCoMo's numeric categories; ``None`` means the default 1-4.
     """
@@ -60,12 +63,13 @@ def load_task(
             conversation=conversation,
             categories=DEFAULT_CATEGORIES if categories is None else tuple(categories),
             limit=limit,
+            granularity=granularity,
         )
     if key == "synthetic":
         from mstar_ray.tasks.synthetic import make_synthetic
 
         if conversation != 0 or data_path is not None or categories is not None:
             logger.debug("synthetic task ignores conversation, data_path and categories")
-        task = make_synthetic(seed=seed)
+        task = make_synthetic(seed=seed, granularity=granularity)
         return task.model_copy(update={"questions": limit_questions(task.questions, limit)})
     raise ValueError(f"unknown task {name!r}; valid task names: {', '.join(TASK_NAMES)}")
