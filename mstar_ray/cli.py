@@ -1,8 +1,8 @@
 """``mstar-ray``: check a memory program, or evaluate one on a task.
 
 Exit codes: 0 success; 1 the program broke the contract (statically or at run time); 2 bad input
-(arguments, a bad config, missing or malformed data); 3 an LLM endpoint that cannot be used; 4 the
-budget is spent.
+(arguments, a bad config, missing or malformed data); 3 an LLM endpoint that cannot be used, or a
+sandbox that cannot be set up; 4 the budget is spent.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mstar_ray.contract import ContractError, check_source
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
+from mstar_ray.sandbox_jail import LAYERS, SandboxStartError, SandboxUnavailable
 
 EXIT_OK, EXIT_PROGRAM, EXIT_INPUT, EXIT_ENDPOINT, EXIT_BUDGET = 0, 1, 2, 3, 4
 
@@ -65,7 +66,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
               "its training texts",
               file=sys.stderr)
         task = task.model_copy(update={"texts": chosen})
-    limits = SandboxLimits(call_timeout_s=args.call_timeout)
+    limits = SandboxLimits(call_timeout_s=args.call_timeout,
+                           require=[layer for layer in LAYERS if layer not in args.allow_missing])
     report = evaluate(source, task, roles.backend(), embedder, limits=limits, judge=roles.judge(),
                       progress=ProgressPrinter(sys.stderr))
     if args.json:
@@ -102,6 +104,16 @@ class ProgressPrinter:
         eta = progress.eta_s()
         left = f", about {eta / 60:.1f} min left" if eta and done < total else ""
         print(f"{phase} {done}/{total} ({elapsed:.0f} s, {rate:.2f}/s{left})", file=self.stream, flush=True)
+
+
+def cmd_sandbox(args: argparse.Namespace) -> int:
+    from mstar_ray.sandbox_host import SandboxLimits, check_layers
+
+    report = check_layers(SandboxLimits(require=[layer for layer in LAYERS if layer not in args.allow_missing]))
+    print("layers: " + ", ".join(report["layers"]))
+    for layer, reason in report["missing"].items():
+        print(f"not active: {layer} ({reason})")
+    return EXIT_OK
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -224,6 +236,14 @@ def _format_report(program: str, report) -> str:
     return "\n".join(lines)
 
 
+def _layer_list(text: str) -> list[str]:
+    layers = [t for t in text.split(",") if t]
+    unknown = set(layers) - set(LAYERS)
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown layer(s) {', '.join(sorted(unknown))}; the layers are {', '.join(LAYERS)}")
+    return layers
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mstar-ray", description="Search for LLM-agent memory programs (M*).")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -244,6 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0, help="seed of the synthetic task")
     ev.add_argument("--call-timeout", type=float, default=60.0, help="wall deadline of one write/read in seconds")
     ev.add_argument("--json", action="store_true", help="print the full report as JSON")
+    ev.add_argument("--allow-missing", type=_layer_list, default=[], metavar="LAYER[,LAYER]",
+                    help=f"sandbox layers this machine may lack ({', '.join(LAYERS)}); by default the sandbox "
+                    "refuses to run without any of them")
     ev.add_argument("--backend", choices=["offline", "llm"], default="offline",
                     help="offline: deterministic, no network; llm: an OpenAI-compatible endpoint")
     ev.add_argument("--llm-url", help="base URL of the endpoint, e.g. http://127.0.0.1:8080/v1")
@@ -258,6 +281,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="override the embedding kind (default minilm: all-MiniLM-L6-v2 on this machine)")
     ev.add_argument("--cache", default=None, help="SQLite file caching every LLM and embedding call")
     ev.set_defaults(handler=cmd_eval)
+
+    sandbox = commands.add_parser("sandbox", help="start one sandbox here and report its layers; exit 3 when a "
+                                  "required one is missing (a node's readiness check)")
+    sandbox.add_argument("--allow-missing", type=_layer_list, default=[], metavar="LAYER[,LAYER]",
+                         help="layers this machine may lack on purpose")
+    sandbox.set_defaults(handler=cmd_sandbox)
 
     run = commands.add_parser("run", help="search for a better memory program (M*) on Ray")
     run.add_argument("config", nargs="?", help="run config YAML (see experiments/); with --resume, only its budget may differ")
@@ -298,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     except BudgetExceeded as exc:
         print(f"stopped: {exc}", file=sys.stderr)
         return EXIT_BUDGET
+    except (SandboxUnavailable, SandboxStartError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ENDPOINT
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT

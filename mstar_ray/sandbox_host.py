@@ -1,44 +1,53 @@
 """The host side of the sandbox: start a candidate program in its own process and call it under limits.
 
-Per call, this side is the authority: it holds the wall-clock deadline (the process is killed, not
-abandoned), counts toolkit LLM calls, measures ``read()`` output and answers the program's LLM and
-embedding requests itself, so the sandbox never holds a key or a connection. Per process, the sandbox
-isolates itself before the program loads (``sandbox.runner``, ``sandbox.oslayers``, ``sandbox.guard``)
-and reports which layers are active.
+The operating system is the boundary: the fork server runs in a bubblewrap jail (``sandbox_jail``), each
+candidate in namespaces of its own under an allow-list seccomp filter and Landlock (``sandbox.*``).
+This side trusts nothing the candidate's process sends. It holds the wall-clock deadline (the process is
+killed, not abandoned), validates every frame against a schema (``sandbox_frames``), answers exactly one
+reply per request, builds LLM requests itself from a prompt of bounded size, embeds in chunks within
+the call's deadline and a per-call budget, and freezes the process between calls (SIGSTOP), so nothing
+it left running can act, spend or send outside a call: a call's result is only what arrived within it.
+It learns the candidate's pid from the kernel (the credentials on its first frame) and checks from
+outside, in /proc, that the layers it reports are there.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
+import logging
 import os
-import shutil
+import select
 import signal
 import socket
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mstar_ray import sandbox_jail
+from mstar_ray.sandbox_frames import (
+    DoneFrame, EmbedFrame, LayersFrame, LLMFrame, ProtocolError, ViolationFrame, parse_frame,
+)
+from mstar_ray.sandbox_fork_server import (
+    ForkServer, Zygote, namespaces_of, proc_status, receive_with_pid, shared_fork_server,
+)
+from mstar_ray.sandbox_jail import Layer, SandboxStartError, SandboxUnavailable
 from sandbox import wire
 
 LLMHandler = Callable[[list[dict[str, str]]], str]
 EmbedHandler = Callable[[list[str]], list[list[float]]]
 
-# Variables a sandbox may inherit; everything else (keys, tokens, credentials, proxies) is dropped.
-_ENV_ALLOWED = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-_SANDBOX_ROOT = str(Path(__file__).resolve().parents[1])
-MAX_EMBED_TEXTS = 4096
+log = logging.getLogger(__name__)
+
+EMBED_CHUNK = 32  # texts embedded between two deadline checks
 
 # Outcome kinds that are the program's fault and, per the contract, score it zero.
 VIOLATION_KINDS = frozenset(
-    {"timeout", "llm_budget", "read_too_long", "crashed", "memory", "cpu", "file_size", "forbidden", "thread",
-     "protocol", "contract", "recursion"}
+    {"timeout", "llm_budget", "embed_budget", "read_too_long", "crashed", "memory", "cpu", "file_size", "disk",
+     "forbidden", "thread", "protocol", "contract", "recursion"}
 )
 
 
@@ -47,11 +56,20 @@ class SandboxLimits(BaseModel):
 
     call_timeout_s: float = Field(60.0, gt=0, description="wall deadline of one write/read (and of loading)")
     llm_calls_per_call: int = Field(1, ge=0, description="toolkit LLM calls allowed in one write/read")
+    llm_prompt_max_chars: int = Field(32_000, gt=0, description="longest prompt one toolkit LLM call may send")
+    embed_texts_per_call: int = Field(2048, ge=0, description="texts the host embeds for one write/read")
+    embed_chars_per_call: int = Field(2_000_000, ge=0, description="characters the host embeds for one write/read")
     read_max_chars: int = Field(3000, gt=0)
     memory_mb: int = Field(2048, ge=256, description="address-space limit of the sandbox process")
     cpu_seconds: int = Field(600, gt=0, description="CPU-time limit of the whole sandbox process")
     file_size_mb: int = Field(64, gt=0)
     max_open_files: int = Field(256, ge=32)
+    disk_mb: int = Field(256, ge=1, description="size of the candidate's folder (its own tmpfs)")
+    disk_inodes: int = Field(10_000, ge=64, description="files and folders the candidate's folder may hold")
+    require: list[Layer] = Field(
+        default_factory=lambda: list(sandbox_jail.LAYERS),
+        description="layers without which the sandbox refuses to run a program; leave one out to run without it "
+        "on purpose (the machine cannot give it)")
 
 
 class Outcome(BaseModel):
@@ -74,97 +92,80 @@ class Outcome(BaseModel):
         return "ok" if self.ok else f"{self.kind}: {self.message}"
 
 
-class SandboxStartError(RuntimeError):
-    """The fork server could not be started (a broken install, not a broken program)."""
+PROBE = '''
+from dataclasses import dataclass
+INSTRUCTION_KNOWLEDGE_ITEM = INSTRUCTION_QUERY = INSTRUCTION_RESPONSE = ALWAYS_ON_KNOWLEDGE = ""
+@dataclass
+class KnowledgeItem:
+    text: str
+@dataclass
+class Query:
+    text: str
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        pass
+    def write(self, item, raw_text):
+        pass
+    def read(self, query):
+        return ""
+'''
 
 
-def sandbox_environment() -> dict[str, str]:
-    env = {k: os.environ[k] for k in _ENV_ALLOWED if k in os.environ}
-    env.update(
-        PYTHONPATH=_SANDBOX_ROOT,
-        PYTHONNOUSERSITE="1",
-        PYTHONDONTWRITEBYTECODE="1",
-        OPENBLAS_NUM_THREADS="1",
-        OMP_NUM_THREADS="1",
-        MKL_NUM_THREADS="1",
-        HF_HUB_OFFLINE="1",
-        ANONYMIZED_TELEMETRY="False",
-    )
-    return env
+def check_layers(limits: SandboxLimits | None = None, fork_server: ForkServer | None = None) -> dict[str, Any]:
+    """Start one sandbox here and report its layers; raises ``SandboxUnavailable`` naming each required
+    layer this machine cannot give, why, and the fix."""
+    with Sandbox(PROBE, limits=limits, fork_server=fork_server) as sandbox:
+        outcome = sandbox.start()
+        if not outcome.ok:
+            raise SandboxStartError(f"the probe program did not load: {outcome.describe()}")
+        return {"layers": sandbox.layers, "missing": sandbox.missing_layers}
 
 
-class ForkServer:
-    """A warm zygote process (``sandbox.zygote``) that forks one sandbox per request."""
+class _CallBudget:
+    """Host work one call may ask for: LLM calls and prompt size, texts and characters embedded."""
 
-    def __init__(self, start_timeout_s: float = 120.0):
-        host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._lock = threading.Lock()
-        self._control = host
-        self._process = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from sandbox.zygote import main; main(int(sys.argv[1]))",
-             str(child.fileno())],
-            pass_fds=[child.fileno()],
-            env=sandbox_environment(),
-            cwd="/",
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        child.close()
-        self._control.settimeout(start_timeout_s)
-        try:
-            reply = json.loads(self._control.recv(65536) or b'{"op": "failed", "error": "exited"}')
-        except (TimeoutError, OSError, json.JSONDecodeError) as exc:
-            self.close()
-            raise SandboxStartError(f"the sandbox fork server did not start: {exc}") from None
-        if reply.get("op") != "ready":
-            self.close()
-            raise SandboxStartError(f"the sandbox fork server failed to start: {reply.get('error')}")
-        self._control.settimeout(30.0)
+    def __init__(self, limits: SandboxLimits):
+        self.limits = limits
+        self.llm_calls = 0
+        self.texts = 0
+        self.chars = 0
 
-    def _request(self, message: dict[str, Any], fds: list[int] = ()) -> dict[str, Any]:
-        with self._lock:
-            socket.send_fds(self._control, [json.dumps(message).encode()], list(fds))
-            data = self._control.recv(65536)
-        if not data:
-            raise SandboxStartError("the sandbox fork server died")
-        return json.loads(data)
+    def llm(self, prompt: str, what: str) -> str | None:
+        self.llm_calls += 1
+        if self.llm_calls > self.limits.llm_calls_per_call:
+            return f"{self.llm_calls} toolkit LLM calls in one {what}(); at most {self.limits.llm_calls_per_call} allowed"
+        if len(prompt) > self.limits.llm_prompt_max_chars:
+            return (f"a toolkit LLM prompt of {len(prompt):,} characters in {what}(); at most "
+                    f"{self.limits.llm_prompt_max_chars:,} allowed")
+        return None
 
-    def spawn(self, workdir: str, limits: SandboxLimits) -> tuple[int, socket.socket]:
-        host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            reply = self._request({"op": "spawn", "workdir": workdir, "limits": limits.model_dump()}, [child.fileno()])
-        finally:
-            child.close()
-        return int(reply["pid"]), host
-
-    def reap(self, pid: int) -> dict[str, Any]:
-        return self._request({"op": "reap", "pid": pid})
-
-    @property
-    def alive(self) -> bool:
-        return self._process.poll() is None
-
-    def close(self) -> None:
-        self._control.close()
-        try:
-            self._process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+    def embed(self, texts: list[str], what: str) -> str | None:
+        self.texts += len(texts)
+        self.chars += sum(len(t) for t in texts)
+        if self.texts > self.limits.embed_texts_per_call or self.chars > self.limits.embed_chars_per_call:
+            return (f"{self.texts:,} texts ({self.chars:,} characters) to embed in one {what}(); at most "
+                    f"{self.limits.embed_texts_per_call:,} texts and {self.limits.embed_chars_per_call:,} characters")
+        return None
 
 
-_shared: ForkServer | None = None
-_shared_lock = threading.Lock()
+class _Overtime(Exception):
+    """The call's deadline passed while the host worked on the sandbox's behalf."""
 
 
-def shared_fork_server() -> ForkServer:
-    """The fork server of this process, started on first use and restarted if it died."""
-    global _shared
-    with _shared_lock:
-        if _shared is None or not _shared.alive:
-            _shared = ForkServer()
-        return _shared
+class _HostFailure(Exception):
+    """The host's own embedder failed (an endpoint, a budget): not the candidate's doing, so it propagates."""
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Fatal(Exception):
+    """Ends a call with a violation that stops the candidate."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
 
 
 class Sandbox:
@@ -172,7 +173,8 @@ class Sandbox:
 
     Use as a context manager. ``start()`` loads the program and constructs its ``KnowledgeBase``;
     ``write``/``read`` then call it. After a violation that killed the process every further call
-    returns the same outcome.
+    returns the same outcome. Raises only ``SandboxUnavailable`` (a required layer is missing here) and
+    ``SandboxStartError`` (the fork server is broken): whatever the candidate does is an ``Outcome``.
     """
 
     def __init__(
@@ -189,11 +191,14 @@ class Sandbox:
         self._llm = llm
         self._embed = embed
         self._fork_server = fork_server or shared_fork_server()
-        self.workdir = tempfile.mkdtemp(prefix="mstar-sbx-")
-        os.chmod(self.workdir, 0o700)
-        self.pid: int | None = None
+        self._zygote: Zygote | None = None
+        self.pid: int | None = None  # the keeper's pid in the fork server's namespace
+        self.host_pid: int | None = None  # the candidate's pid here, from the kernel
+        self._pidfd: int | None = None
         self._sock: socket.socket | None = None
         self._dead: Outcome | None = None
+        self._calls = 0
+        self._worker: concurrent.futures.ThreadPoolExecutor | None = None
         self.layers: list[str] = []
         self.missing_layers: dict[str, str] = {}
         self.ready_seconds: float | None = None
@@ -209,33 +214,92 @@ class Sandbox:
 
     def start(self) -> Outcome:
         started = time.monotonic()
-        self.pid, self._sock = self._fork_server.spawn(self.workdir, self.limits)
+        self._zygote, self.pid, self._sock = self._fork_server.spawn(self.limits.model_dump(mode="json"))
+        try:
+            self._receive_layers(started + self.limits.call_timeout_s)
+        except (TimeoutError, OSError, ProtocolError, wire.ChannelClosed) as exc:
+            self._kill()
+            raise SandboxStartError(f"the sandbox process did not set itself up: {type(exc).__name__}: {exc}; "
+                                    f"it ended with {self.exit_status}") from None
+        required = {layer: reason for layer, reason in self.missing_layers.items() if layer in self.limits.require}
+        if required:
+            self._kill()
+            raise SandboxUnavailable(required)
         outcome = self._call({"op": "load", "source": self.source}, "load")
         self.ready_seconds = time.monotonic() - started
         if not outcome.ok and self._dead is None:
             self._dead = outcome.model_copy(update={"message": f"the program did not load: {outcome.message}"})
         return outcome
 
+    def _receive_layers(self, deadline: float) -> None:
+        """The first frame, sent by the sandbox's own code before the program: its layers, and (from the
+        kernel) its pid, which the host then holds as a pidfd and checks the layers against."""
+        assert self._sock is not None
+        self._sock.settimeout(max(0.001, deadline - time.monotonic()))
+        header, pid = receive_with_pid(self._sock, wire.HEADER.size)
+        if len(header) < wire.HEADER.size:
+            header += self._read_exact(wire.HEADER.size - len(header), deadline) if header else b""
+        if not header:
+            raise wire.ChannelClosed("the sandbox process exited while setting up")
+        (length,) = wire.HEADER.unpack(header)
+        if length > wire.MAX_FRAME_BYTES:
+            raise ProtocolError("oversized layers frame")
+        frame = parse_frame(self._read_exact(length, deadline))
+        if not isinstance(frame, LayersFrame) or pid is None:
+            raise ProtocolError(f"expected the layers frame with credentials first, got {type(frame).__name__}")
+        self.host_pid = pid
+        self._pidfd = os.pidfd_open(pid)
+        self.layers = ([self._fork_server.jail] if self._fork_server.jail else []) + list(frame.layers)
+        self.missing_layers = {**self._fork_server.missing, **frame.missing}
+        self._verify_from_outside()
+
+    def _verify_from_outside(self) -> None:
+        """What /proc shows of the candidate must match what it reported (Landlock shows nothing there)."""
+        try:
+            status = proc_status(self.host_pid)
+            theirs = namespaces_of(self.host_pid)
+        except OSError:
+            return  # gone already: the load call reports how it ended
+        caps = any(int(status[key], 16) for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"))
+        checks = {
+            "seccomp": status.get("Seccomp", "").strip() == "2",
+            "capabilities": not caps,
+            "namespaces": not self._zygote.namespaces or all(
+                theirs[ns] != self._zygote.namespaces.get(ns) for ns in ("user", "mnt", "pid", "net", "ipc")),
+        }
+        for layer, holds in checks.items():
+            if not holds and layer not in self.missing_layers:
+                self.missing_layers[layer] = "reported by the sandbox but not seen from outside in /proc"
+
     def close(self) -> None:
         if self._sock is not None:
-            try:
-                wire.send(self._sock, {"op": "close"})
-            except OSError:
-                pass
-            self._kill()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+            self._kill()  # it sits frozen between calls: nothing to say goodbye to
+        if self._worker is not None:
+            self._worker.shutdown(wait=False, cancel_futures=True)
+            self._worker = None
 
-    def _kill(self) -> None:
-        """SIGKILL and reap. The zygote reaps only when asked, so the pid cannot be reused before."""
-        if self.pid is not None and self.exit_status is None:
+    def _signal(self, sig: int) -> None:
+        if self._pidfd is not None:
             try:
-                os.kill(self.pid, signal.SIGKILL)
+                signal.pidfd_send_signal(self._pidfd, sig)
             except ProcessLookupError:
                 pass
+
+    def _kill(self) -> None:
+        """SIGKILL the candidate and reap its keeper (which the zygote reaps only when asked, so the pid
+        cannot be reused before)."""
+        if self.pid is not None and self.exit_status is None and self._zygote is not None:
             try:
-                self.exit_status = self._fork_server.reap(self.pid)
-            except (OSError, SandboxStartError):
+                if self._pidfd is not None:
+                    self._signal(signal.SIGKILL)
+                else:
+                    self._zygote.kill(self.pid)  # the candidate dies with its keeper
+                self.exit_status = self._zygote.reap(self.pid)
+            except (OSError, SandboxStartError, json.JSONDecodeError):
                 self.exit_status = {"exitcode": None}
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
         if self._sock is not None:
             self._sock.close()
             self._sock = None
@@ -247,7 +311,7 @@ class Sandbox:
 
     def read(self, query: dict[str, Any]) -> Outcome:
         outcome = self._call({"op": "read", "query": query}, "read")
-        if outcome.ok and isinstance(outcome.value, str) and len(outcome.value) > self.limits.read_max_chars:
+        if outcome.ok and len(outcome.value) > self.limits.read_max_chars:
             outcome = outcome.model_copy(
                 update={
                     "ok": False,
@@ -270,99 +334,147 @@ class Sandbox:
             return self._dead
         if self._sock is None:
             raise RuntimeError("Sandbox.start() must be called first")
+        self._calls += 1
+        number = self._calls
         started = time.monotonic()
         deadline = started + self.limits.call_timeout_s
-        llm_calls = 0
+        budget = _CallBudget(self.limits)
         try:
-            wire.send(self._sock, message)
-            while True:
-                frame = self._recv(deadline)
-                op = frame["op"]
-                if op == "done":
-                    break
-                if op == "layers":
-                    self.layers = [str(x) for x in frame.get("layers", [])]
-                    self.missing_layers = {str(k): str(v) for k, v in dict(frame.get("missing", {})).items()}
-                elif op == "violation":
-                    # Disqualified already: stop it now rather than let it run on to the deadline.
-                    message_text = f"{frame.get('event')}: {frame.get('detail')}"
-                    return self._fatal("forbidden", message_text, started, llm_calls)
-                elif op == "llm":
-                    llm_calls += 1
-                    if llm_calls > self.limits.llm_calls_per_call:
-                        budget = (f"{llm_calls} toolkit LLM calls in one {what}(); at most "
-                                  f"{self.limits.llm_calls_per_call} allowed")
-                        return self._fatal("llm_budget", budget, started, llm_calls)
-                    else:
-                        wire.send(self._sock, self._answer_llm(frame.get("messages")))
-                elif op == "embed":
-                    wire.send(self._sock, self._answer_embed(frame.get("texts")))
-                else:
-                    return self._fatal("protocol", f"unexpected message {op!r} from the sandbox during {what}()", started, llm_calls)
-        except TimeoutError:
-            return self._fatal(
-                "timeout", f"{what}() did not finish within {self.limits.call_timeout_s:g} s; the process was killed",
-                started, llm_calls,
-            )
+            done = self._exchange({**message, "call": number}, number, what, deadline, budget)
+        except (TimeoutError, _Overtime):
+            return self._fatal("timeout", f"{what}() did not finish within {self.limits.call_timeout_s:g} s; the "
+                               "process was killed", started, budget.llm_calls)
         except wire.ChannelClosed:
             self._kill()
-            return self._fatal(self._death_kind(), self._death_message(what), started, llm_calls)
-        except (wire.FrameError, OSError) as exc:
-            return self._fatal("protocol", f"broken channel during {what}(): {exc}", started, llm_calls)
+            return self._fatal(self._death_kind(), self._death_message(what), started, budget.llm_calls)
+        except _Fatal as exc:
+            return self._fatal(exc.kind, str(exc), started, budget.llm_calls)
+        except _HostFailure as exc:
+            self._kill()
+            raise exc.error from None
+        except (ProtocolError, wire.FrameError, OSError) as exc:
+            return self._fatal("protocol", f"during {what}(): {exc}", started, budget.llm_calls)
+        except Exception as exc:  # noqa: BLE001 - a sandbox must never take its host down with it
+            log.exception("unexpected error while talking to a sandbox")
+            return self._fatal("protocol", f"during {what}(): {type(exc).__name__}: {exc}"[:2000], started,
+                               budget.llm_calls)
+        self._signal(signal.SIGSTOP)  # nothing it left running may act until the next call
+        fields = {"llm_calls": budget.llm_calls, "seconds": time.monotonic() - started, "logs": list(done.logs)}
+        if done.ok:
+            if what == "read" and not isinstance(done.value, str):
+                return self._fatal("protocol", f"read() answered with a {type(done.value).__name__}, not a string",
+                                   started, budget.llm_calls)
+            return Outcome(ok=True, value=done.value if what == "read" else None, **fields)
+        return Outcome(ok=False, kind=done.kind or "exception", message=done.message, traceback=done.traceback,
+                       **fields)
 
-        seconds = time.monotonic() - started
-        fields = {
-            "llm_calls": llm_calls,
-            "seconds": seconds,
-            "logs": [str(line) for line in frame.get("logs", [])][:200],
-        }
-        if frame.get("ok"):
-            return Outcome(ok=True, value=frame.get("value"), **fields)
-        return Outcome(
-            ok=False,
-            kind=str(frame.get("kind", "exception")),
-            message=str(frame.get("message", "")),
-            traceback=str(frame.get("traceback", "")),
-            **fields,
-        )
-
-    def _recv(self, deadline: float) -> dict[str, Any]:
+    def _exchange(self, request: dict[str, Any], number: int, what: str, deadline: float,
+                  budget: _CallBudget) -> DoneFrame:
+        """Send one call and serve the sandbox's requests until its ``done``: every frame validated, each
+        request answered once, and nothing accepted that was sent outside this call."""
         assert self._sock is not None
+        ready, _, _ = select.select([self._sock], [], [], 0)
+        if ready:
+            if not self._sock.recv(1, socket.MSG_PEEK):
+                raise wire.ChannelClosed("the sandbox process is gone")
+            raise _Fatal("protocol", f"the sandbox sent a frame between calls (before {what}())")
+        self._signal(signal.SIGCONT)
+        self._send(request, deadline)
+        while True:
+            frame = self._recv(deadline)
+            if isinstance(frame, LayersFrame) or frame.call != number:
+                raise ProtocolError(f"a {frame.op!r} frame that does not belong to this call")
+            if isinstance(frame, DoneFrame):
+                return frame
+            if isinstance(frame, ViolationFrame):
+                # Disqualified already: stop it now rather than let it run on to the deadline.
+                raise _Fatal("forbidden", f"{frame.event}: {frame.detail}")
+            if isinstance(frame, LLMFrame):
+                refused = budget.llm(frame.prompt, what)
+                if refused:
+                    raise _Fatal("llm_budget", refused)
+                self._send({"op": "reply", "call": number, **self._answer_llm(frame.prompt, deadline)}, deadline)
+            elif isinstance(frame, EmbedFrame):
+                refused = budget.embed(frame.texts, what)
+                if refused:
+                    raise _Fatal("embed_budget", refused)
+                self._send({"op": "reply", "call": number, **self._answer_embed(frame.texts, deadline)}, deadline)
 
-        def read_exact(n: int) -> bytes:
-            chunks = bytearray()
-            while len(chunks) < n:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError
-                self._sock.settimeout(remaining)
-                chunk = self._sock.recv(min(n - len(chunks), 1 << 20))
-                if not chunk:
-                    raise wire.ChannelClosed("sandbox closed the channel")
-                chunks += chunk
-            return bytes(chunks)
+    def _send(self, message: dict[str, Any], deadline: float) -> None:
+        assert self._sock is not None
+        self._sock.settimeout(max(0.001, deadline - time.monotonic()))
+        wire.send(self._sock, message)
 
-        (length,) = wire.HEADER.unpack(read_exact(wire.HEADER.size))
+    def _read_exact(self, n: int, deadline: float) -> bytes:
+        assert self._sock is not None
+        chunks = bytearray()
+        while len(chunks) < n:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            self._sock.settimeout(remaining)
+            chunk = self._sock.recv(min(n - len(chunks), 1 << 20))
+            if not chunk:
+                raise wire.ChannelClosed("sandbox closed the channel")
+            chunks += chunk
+        return bytes(chunks)
+
+    def _recv(self, deadline: float):
+        (length,) = wire.HEADER.unpack(self._read_exact(wire.HEADER.size, deadline))
         if length > wire.MAX_FRAME_BYTES:
-            raise wire.FrameError(f"frame of {length} bytes exceeds the limit")
-        return wire.decode_body(read_exact(length))
+            raise ProtocolError(f"frame of {length} bytes exceeds the limit")
+        return parse_frame(self._read_exact(length, deadline))
 
-    def _answer_llm(self, messages: Any) -> dict[str, Any]:
-        if self._llm is None:
-            return {"op": "reply", "ok": False, "error": "no toolkit LLM is configured"}
-        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-            return {"op": "reply", "ok": False, "error": "messages must be a list of objects"}
+    # -- host work on the sandbox's behalf -------------------------------------------------------
+
+    def _within(self, work: Callable[[threading.Event], Any], deadline: float) -> Any:
+        """Run ``work`` in a worker thread, waiting no longer than the call's deadline; ``work`` checks the
+        event between its chunks and stops once the host has given up on it."""
+        if self._worker is None:
+            self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sandbox-host-work")
+        cancelled = threading.Event()
+        future = self._worker.submit(work, cancelled)
         try:
-            return {"op": "reply", "ok": True, "text": self._llm(messages)}
-        except Exception as exc:  # the endpoint's failure is reported to the program, not fatal to the host
-            return {"op": "reply", "ok": False, "error": f"toolkit LLM call failed: {type(exc).__name__}: {exc}"}
+            return future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except concurrent.futures.TimeoutError:
+            if future.done():
+                raise  # the work's own timeout, not ours
+            cancelled.set()
+            raise _Overtime from None
 
-    def _answer_embed(self, texts: Any) -> dict[str, Any]:
+    def _answer_llm(self, prompt: str, deadline: float) -> dict[str, Any]:
+        if self._llm is None:
+            return {"ok": False, "error": "no toolkit LLM is configured"}
+        messages = [{"role": "user", "content": prompt}]  # built here: the sandbox never shapes a request
+        try:
+            text = self._within(lambda cancelled: self._llm(messages), deadline)
+        except _Overtime:
+            raise
+        except Exception as exc:  # the endpoint's failure is reported to the program, not fatal to the host
+            return {"ok": False, "error": f"toolkit LLM call failed: {type(exc).__name__}: {exc}"[:2000]}
+        return {"ok": True, "text": str(text)}
+
+    def _answer_embed(self, texts: list[str], deadline: float) -> dict[str, Any]:
         if self._embed is None:
-            raise wire.FrameError("the program asked for embeddings but no embedder is configured")
-        if not isinstance(texts, list) or len(texts) > MAX_EMBED_TEXTS:
-            raise wire.FrameError(f"embedding request must be a list of at most {MAX_EMBED_TEXTS} texts")
-        return {"op": "reply", "vectors": self._embed([str(t) for t in texts])}
+            raise _Fatal("protocol", "the program asked for embeddings but no embedder is configured")
+        embed = self._embed
+
+        def chunks(cancelled: threading.Event) -> list[list[float]]:
+            vectors: list[list[float]] = []
+            for start in range(0, len(texts), EMBED_CHUNK):
+                if cancelled.is_set():
+                    break
+                vectors += embed(texts[start:start + EMBED_CHUNK])
+            return vectors
+
+        try:
+            return {"vectors": self._within(chunks, deadline)}
+        except _Overtime:
+            raise
+        except Exception as exc:
+            raise _HostFailure(exc) from exc
+
+    # -- how it ended ----------------------------------------------------------------------------
 
     def _death_kind(self) -> str:
         sig = (self.exit_status or {}).get("signal")
@@ -373,10 +485,11 @@ class Sandbox:
         if status.get("signal") is not None:
             sig = signal.Signals(status["signal"]).name
             cause = {
-                "SIGXCPU": "it exceeded its CPU-time limit",
+                "SIGXCPU": f"it exceeded its CPU-time limit ({self.limits.cpu_seconds} s)",
                 "SIGXFSZ": "it exceeded its file-size limit",
                 "SIGSYS": "it made a forbidden system call",
                 "SIGKILL": "it was killed (out of memory?)",
             }.get(sig, "it crashed")
             return f"the sandbox process died of {sig} during {what}(): {cause}"
         return f"the sandbox process exited with code {status.get('exitcode')} during {what}()"
+

@@ -66,7 +66,7 @@ def readable_roots() -> list[str]:
     own_package = os.path.dirname(os.path.abspath(__file__))
     paths = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, own_package)}
     paths |= {os.path.realpath(p) for p in sys.path if "-packages" in p}
-    paths |= {f"/proc/{os.getpid()}", "/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/share/zoneinfo",
+    paths |= {os.path.realpath("/proc/self"), "/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/share/zoneinfo",
               "/etc/localtime", "/etc/ld.so.cache", "/dev/null", "/dev/urandom", "/sys/devices/system/cpu"}
     return sorted(paths)
 

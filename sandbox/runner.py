@@ -1,14 +1,19 @@
 """The sandbox process's main loop: isolate this process, load the program, serve write/read calls.
 
-Runs in a child forked by ``sandbox.zygote``. Messages from the host:
-``{"op": "load", "source"}``, ``{"op": "write", "item", "raw_text"}``, ``{"op": "read", "query"}``.
-Each is answered by exactly one ``{"op": "done", ...}`` frame; while a call runs, this side may send
-``llm``/``embed`` requests (answered by the host) and ``violation`` notices (not answered).
+Runs in the candidate process the keeper forks (``sandbox.zygote``). Messages from the host, each with
+the host's call number: ``{"op": "load", "call", "source"}``, ``{"op": "write", "call", "item",
+"raw_text"}``, ``{"op": "read", "call", "query"}``; the host ends the process when it is done with it.
+First, before any program code runs, this side sends one ``layers`` frame; then each call is answered
+by exactly one ``done`` frame; while a call runs, this side may send ``llm``/``embed`` requests (each
+answered by one ``reply``) and ``violation`` notices (not answered). Everything here after the program
+loads is the program's to tamper with, so the host checks every frame it receives and decides nothing
+on this side's word.
 """
 
 from __future__ import annotations
 
 import _thread
+import errno
 import os
 import socket
 import sys
@@ -17,11 +22,14 @@ import traceback
 import types
 from typing import Any
 
-from sandbox import guard, oslayers, wire
+from sandbox import guard, namespaces, oslayers, seccomp, wire
+from sandbox.libc import libc
 from sandbox.toolkit import Toolkit
 
 PROGRAM_FILENAME = "program.py"
 THREAD_GRACE_S = 0.25
+# What the candidate's namespaces give it, reported as one layer.
+NAMESPACES_LAYER = "namespaces(user, mount, pid, net, ipc, uts)"
 
 
 def _program_traceback(exc: BaseException) -> str:
@@ -31,11 +39,23 @@ def _program_traceback(exc: BaseException) -> str:
     return (text + "".join(traceback.format_exception_only(type(exc), exc)))[-4000:]
 
 
+def _storage_kind(exc: BaseException) -> str | None:
+    """"disk" for a full folder, "file_size" for a file over its limit (Python ignores SIGXFSZ)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "disk"
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        return "file_size"
+    if "database or disk is full" in str(exc):
+        return "disk"
+    return None
+
+
 class Session:
     def __init__(self, sock: socket.socket, workdir: str):
         self.sock = sock
         self.workdir = workdir
-        self.violations: list[dict[str, str]] = []
+        self.call: int | None = None
+        self.guarded = True
         self.kb: Any = None
         self.classes: dict[str, Any] = {}
         self.toolkit = Toolkit(self.ask, workdir)
@@ -43,18 +63,16 @@ class Session:
     # -- channel ---------------------------------------------------------------------------------
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
-        wire.send(self.sock, request)
+        wire.send(self.sock, {**request, "call": self.call})
         return wire.recv(self.sock)
 
     def report_violation(self, event: str, detail: str) -> None:
-        notice = {"op": "violation", "kind": "forbidden", "event": event, "detail": detail}
-        self.violations.append(notice)
-        wire.send(self.sock, notice)
+        wire.send(self.sock, {"op": "violation", "call": self.call, "event": event, "detail": detail[:1000]})
 
     # -- calls -----------------------------------------------------------------------------------
 
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
-        op = message["op"]
+        op = message.get("op")
         threads_before = _thread._count()
         try:
             if op == "load":
@@ -74,17 +92,31 @@ class Session:
         except _HarnessError as exc:
             return {"op": "done", "ok": False, "kind": exc.kind, "message": str(exc)}
         except BaseException as exc:  # the program's own error, whatever it raised
-            return self.failure("exception", exc)
-        result: dict[str, Any] = {"op": "done", "ok": True, "value": value}
+            return self.failure(_storage_kind(exc) or "exception", exc)
+        full = self._folder_full()
+        if full:
+            return {"op": "done", "ok": False, "kind": "disk", "message": full}
         threads_after = self._threads_settled(threads_before)
         if threads_after > threads_before:
-            result = {
+            return {
                 "op": "done",
                 "ok": False,
                 "kind": "thread",
                 "message": f"{threads_after - threads_before} thread(s) started by the program still running after {op}() returned",
             }
-        return result
+        return {"op": "done", "ok": True, "value": value}
+
+    def _folder_full(self) -> str:
+        """A folder out of space or inodes breaks the contract even when the program swallowed the error."""
+        try:
+            stats = os.statvfs(self.workdir)
+        except OSError:
+            return ""
+        if stats.f_blocks and stats.f_bavail == 0:
+            return f"the program filled its folder ({stats.f_blocks * stats.f_frsize // 2**20} MB)"
+        if stats.f_files and stats.f_favail == 0:
+            return f"the program used all {stats.f_files:,} inodes of its folder"
+        return ""
 
     def _threads_settled(self, before: int) -> int:
         """Python threads still running, after a short grace for one that is just finishing. Only Python
@@ -109,7 +141,7 @@ class Session:
     def load(self, source: str) -> dict[str, Any]:
         # A registered module, because dataclasses looks the class's module up in sys.modules.
         module = types.ModuleType("program")
-        module.__dict__.update(guard.program_namespace())
+        module.__dict__.update(guard.program_namespace() if self.guarded else {"__name__": "program"})
         sys.modules["program"] = module
         namespace = module.__dict__
         exec(compile(source, PROGRAM_FILENAME, "exec"), namespace)
@@ -136,7 +168,7 @@ class Session:
         value = self.kb.read(self._build("Query", query))
         if not isinstance(value, str):
             raise _HarnessError("contract", f"read() returned {type(value).__name__}, not str")
-        return value
+        return str.__str__(value)  # a plain copy: a str subclass's own methods never run again
 
 
 class _HarnessError(Exception):
@@ -153,53 +185,73 @@ def _quiet_stdio() -> None:
     os.close(devnull)
 
 
-def serve(sock: socket.socket, config: dict[str, Any]) -> int:
-    """Entry point of a freshly forked sandbox child. Returns the exit code."""
-    workdir = config["workdir"]
+def serve(channel_fd: int, request: dict[str, Any], workdir: str, isolated: bool, missing: dict[str, str],
+          baseline: dict[str, Any], disable: list[str]) -> int:
+    """Entry point of a freshly forked candidate process (PID 1 of its namespaces when ``isolated``).
+    Applies every layer, reports them, then serves the host until it closes the channel. Returns the exit code."""
+    sock = socket.socket(fileno=channel_fd)
+    limits = request["limits"]
     layers: list[str] = []
-    missing: dict[str, str] = {}
     oslayers.die_with_parent()
-    layers.append("die-with-parent")
+    layers.append("die-with-keeper")
     os.setsid()
+    if isolated:
+        layers.append(NAMESPACES_LAYER)
+        try:
+            layers += namespaces.mount_private(workdir, limits["disk_mb"], limits["disk_inodes"])
+        except OSError as exc:
+            missing["namespaces"] = f"own namespaces, but no bounded folder: {exc}"
+    else:
+        try:
+            layers.append(oslayers.isolate_network())
+        except OSError as exc:
+            missing["netns"] = str(exc)
+    layers += oslayers.apply_rlimits(
+        limits["memory_mb"], limits["cpu_seconds"], limits["file_size_mb"], limits["max_open_files"]
+    )
+    layers.append(oslayers.reset_process_state(baseline, channel_fd))
+    try:
+        layers.append(namespaces.drop_capabilities())
+    except OSError as exc:
+        missing["capabilities"] = str(exc)
+    libc.prctl(namespaces.PR_SET_DUMPABLE, 0, 0, 0, 0)
     _quiet_stdio()
     os.chdir(workdir)
     os.environ.clear()
     os.environ.update({"HOME": workdir, "TMPDIR": workdir, "PATH": "/nonexistent"})
     layers += ["clean-env", "private-workdir", "stdio-detached"]
-    try:
-        layers.append(oslayers.isolate_network())
-    except OSError as exc:
-        missing["netns"] = str(exc)
-    limits = config["limits"]
-    layers += oslayers.apply_rlimits(
-        limits["memory_mb"], limits["cpu_seconds"], limits["file_size_mb"], limits["max_open_files"]
-    )
     session = Session(sock, workdir)
-    lock = guard.install_audit_hook(workdir, session.report_violation)
-    try:
-        layers.append(oslayers.restrict_filesystem(workdir, guard.readable_roots()))
-    except OSError as exc:
-        missing["landlock"] = str(exc)
-    try:
-        layers.append(oslayers.install_seccomp())
-    except OSError as exc:
-        missing["seccomp"] = str(exc)
-    lock()
-    layers += ["audit-hook", "import-whitelist", "restricted-builtins"]
+    session.guarded = "python-guards" not in disable
+    lock = guard.install_audit_hook(workdir, session.report_violation) if session.guarded else None
+    for name, apply in (("landlock", lambda: oslayers.restrict_filesystem(workdir, guard.readable_roots())),
+                        ("seccomp", seccomp.install)):
+        if name in disable:
+            missing[name] = "disabled (test mode)"
+            continue
+        try:
+            layers.append(apply())
+        except OSError as exc:
+            missing[name] = str(exc)
+    if lock is not None:
+        lock()
+        layers += ["audit-hook", "import-whitelist", "restricted-builtins"]
+    else:
+        missing["python-guards"] = "disabled (test mode)"
     sys.setrecursionlimit(2000)
-    # Sent before any program code runs, so the host knows the layers even if loading never ends.
+    # Sent before any program code runs: the host knows the layers even if loading never ends, and
+    # learns this process's pid in its own namespace from the credentials the kernel attaches.
     wire.send(sock, {"op": "layers", "layers": layers, "missing": missing})
 
     while True:
         try:
             message = wire.recv(sock)
-        except (wire.ChannelClosed, OSError):
+        except (wire.ChannelClosed, wire.FrameError, OSError):
             return 0
-        if message["op"] == "close":
-            return 0
+        session.call = message.get("call")
         reply = session.handle(message)
+        reply["call"] = session.call
         reply["logs"] = session.toolkit.logger.drain()
         try:
             wire.send(sock, reply)
         except (OSError, wire.FrameError) as exc:
-            wire.send(sock, {"op": "done", "ok": False, "kind": "protocol", "message": str(exc)})
+            wire.send(sock, {"op": "done", "call": session.call, "ok": False, "kind": "protocol", "message": str(exc)})

@@ -2,7 +2,9 @@
 
 ``db`` is a SQLite database in the sandbox folder, ``chroma`` an in-memory ChromaDB client whose
 collections embed through the host (so nothing is downloaded and no model runs here),
-``llm_completion`` forwards one chat call to the host, which owns the budget, the client and the keys.
+``llm_completion`` forwards one prompt to the host, which owns the budget, the client and the keys and
+builds the request itself (one user message holding the prompt): a program chooses what it asks, never
+the shape of the request.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import os
 import sqlite3
 from collections.abc import Callable
 from typing import Any
+
+from sandbox import wire
 
 Ask = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -49,8 +53,12 @@ def _host_embedding_function(ask: Ask) -> Any:
             pass
 
         def __call__(self, input: list[str]) -> list[list[float]]:
-            reply = ask({"op": "embed", "texts": [str(text) for text in input]})
-            return reply["vectors"]
+            texts = [str(text) for text in input]
+            vectors: list[list[float]] = []
+            for start in range(0, len(texts), wire.EMBED_TEXTS_PER_REQUEST):
+                reply = ask({"op": "embed", "texts": texts[start:start + wire.EMBED_TEXTS_PER_REQUEST]})
+                vectors += reply["vectors"]
+            return vectors
 
         @staticmethod
         def name() -> str:
@@ -108,15 +116,16 @@ class Toolkit:
             self._chroma = _ChromaClient(self._ask)
         return self._chroma
 
-    def llm_completion(self, messages: list[dict[str, str]]) -> str:
+    def llm_completion(self, messages: list[dict[str, str]] | str) -> str:
+        """One completion for ``messages`` (or a prompt string). The messages' contents are joined into
+        one prompt, in order; their roles are not passed on."""
         if isinstance(messages, str):
-            messages = [{"role": "user", "content": messages}]
-        if not isinstance(messages, list) or not all(
-            isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages
-        ):
-            raise TypeError("llm_completion(messages) needs a list of {'role': ..., 'content': str} dicts")
-        clean = [{"role": str(m.get("role", "user")), "content": m["content"]} for m in messages]
-        reply = self._ask({"op": "llm", "messages": clean})
+            prompt = messages
+        elif isinstance(messages, list) and all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages):
+            prompt = "\n\n".join(m["content"] for m in messages)
+        else:
+            raise TypeError("llm_completion(messages) needs a prompt string or a list of {'role': ..., 'content': str} dicts")
+        reply = self._ask({"op": "llm", "prompt": prompt})
         if not reply.get("ok"):
             raise LLMCallRefused(reply.get("error", "the host refused the LLM call"))
         return str(reply["text"])

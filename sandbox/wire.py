@@ -7,12 +7,17 @@ a frame. The host reads with a size cap and a deadline (see ``mstar_ray.sandbox_
 from __future__ import annotations
 
 import json
+import re
 import socket
 import struct
 from typing import Any
 
 HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 8 * 1024 * 1024
+# No honest frame nests deeper than a few levels; the JSON decoder recurses once per level.
+MAX_DEPTH = 32
+# Texts in one embedding request: the toolkit batches by this, so that the reply's vectors fit a frame.
+EMBED_TEXTS_PER_REQUEST = 128
 
 
 class ChannelClosed(EOFError):
@@ -34,13 +39,44 @@ def send(sock: socket.socket, message: dict[str, Any]) -> None:
     sock.sendall(encode(message))
 
 
-def decode_body(body: bytes) -> dict[str, Any]:
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def containers(body: bytes) -> int:
+    """How many lists and objects a JSON text opens, strings aside: an upper bound on its depth that is
+    counted at C speed, before a decoder that recurses once per level ever sees it."""
+    bare = _STRING.sub(b"", body)
+    return bare.count(b"[") + bare.count(b"{")
+
+
+def depth(value: Any) -> int:
+    """How deeply lists and objects nest in a decoded value (without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                stack.append((child, level + 1))
+        deepest = max(deepest, level if isinstance(item, (dict, list)) else 0)
+    return deepest
+
+
+def decode_body(body: bytes, max_containers: int | None = None) -> dict[str, Any]:
+    """One frame's JSON object. Any failure, a nesting too deep for the decoder among them, is a
+    ``FrameError``: a hostile peer must not be able to raise anything else in its reader. A reader that
+    knows how many lists and objects an honest frame holds passes ``max_containers``."""
+    rough = body.count(b"[") + body.count(b"{")
+    if max_containers is not None and rough > max_containers and containers(body) > max_containers:
+        raise FrameError(f"frame holds more than {max_containers} lists and objects")
     try:
         message = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FrameError(f"frame is not UTF-8 JSON: {exc}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise FrameError(f"frame is not UTF-8 JSON within the nesting limit: {type(exc).__name__}") from None
     if not isinstance(message, dict) or not isinstance(message.get("op"), str):
         raise FrameError("frame is not a JSON object with an 'op' string")
+    if depth(message) > MAX_DEPTH:
+        raise FrameError(f"frame nests deeper than {MAX_DEPTH} levels")
     return message
 
 

@@ -14,7 +14,7 @@ from mstar_ray.actors.run_services import RemoteCache, RemoteGateway
 from mstar_ray.agent.protocol import evaluate
 from mstar_ray.llm.roles import RoleClients
 from mstar_ray.llm.settings import LLMSettings
-from mstar_ray.sandbox_host import SandboxLimits, shared_fork_server
+from mstar_ray.sandbox_host import SandboxLimits, check_layers, shared_fork_server
 from mstar_ray.search.jobs import EvalJob, EvalOutcome, static_score
 from mstar_ray.tasks.model import Task
 
@@ -50,6 +50,10 @@ class EvaluatorActor:
             static_score=static_score(report, job.static_ids),
             node_id=ray.get_runtime_context().get_node_id(), worker_pid=os.getpid(), calls=self.roles.drain_calls(),
         )
+
+    def sandbox_layers(self) -> dict:
+        """The layers a sandbox gets on this worker; raises ``SandboxUnavailable`` when a required one is missing."""
+        return check_layers(self.limits)
 
     def pid(self) -> int:
         return os.getpid()

@@ -12,7 +12,7 @@ from mstar_ray.reflect.edit_formats import resolve_format
 from mstar_ray.reflect.reflector import LLMReflector, OfflineReflector, ReflectionOutcome
 from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.reflect.smoke import smoke_test
-from mstar_ray.sandbox_host import SandboxLimits, shared_fork_server
+from mstar_ray.sandbox_host import SandboxLimits, check_layers, shared_fork_server
 
 
 @ray.remote
@@ -33,6 +33,10 @@ class ReflectorActor:
                                           context_tokens=config.context_tokens, max_repairs=max_repairs)
         else:
             self.reflector = OfflineReflector(max_repairs=max_repairs)
+
+    def sandbox_layers(self) -> dict:
+        """The layers its smoke tests' sandboxes get here; raises ``SandboxUnavailable`` when a required one is missing."""
+        return check_layers(self.limits)
 
     def reflect(self, request: ReflectionRequest) -> ReflectionOutcome:
         self.roles.drain_calls()  # a retried request starts its own record

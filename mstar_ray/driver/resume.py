@@ -42,6 +42,7 @@ class Restored:
     discarded: int = 0
     violations: int = 0
     duplicates: int = 0
+    crashes: dict[str, int] = field(default_factory=dict)  # evaluator deaths per candidate ("retried" events)
     usage: dict[str, RoleUsage] = field(default_factory=dict)
     wall_s: float = 0.0  # the run's processes so far, each from its first logged event to its last
 
@@ -110,8 +111,11 @@ def restore(run_dir: Path) -> Restored:
             state.tried.setdefault(detail["parent"], []).append(LineageEntry(
                 id="-", relation="child", commit_message="(no valid child)",
                 note=errors[-1][:200] if errors else detail.get("reason", "")))
-        elif event.kind == "finished" and event.candidate in candidates and (event.detail or "").startswith("static"):
-            # a search evaluation ("static ..."), not a test, a confirmation or the final selection
+        elif event.kind == "retried" and event.candidate:
+            state.crashes[event.candidate] = state.crashes.get(event.candidate, 0) + 1
+        elif event.candidate in candidates and (event.kind == "failed" or (
+                event.kind == "finished" and (event.detail or "").startswith("static"))):
+            # a search evaluation ("static ...") or one that failed; not a test, a confirmation or the final selection
             _restore_candidate(state, candidates[event.candidate], scores, results, run_dir)
     state.queue = [q for cid, q in queued.items() if cid not in candidates]
     for item in state.queue:
@@ -147,6 +151,12 @@ def _restore_candidate(state: Restored, row, scores, results, run_dir: Path) -> 
     if row.origin != "seed":
         state.evaluated += 1
     parent_score = scores.get(row.parent) if row.parent else None
+    if row.status == "failed":
+        if row.parent is not None:
+            state.tried.setdefault(row.parent, []).append(LineageEntry(
+                id=row.id, relation="child", commit_message=row.commit_message,
+                note=f"evaluation failed: {(row.violation_message or '')[:200]}"))
+        return
     if row.status == "violation":
         state.violations += 1
         if row.parent is not None:

@@ -117,6 +117,14 @@ class RunDir:
             id=candidate.id, **candidate.log_fields(), status="duplicate", iteration=candidate.iteration,
             duplicate_of=duplicate_of, static_score=static_score))
 
+    def write_failed(self, candidate, error: str) -> None:
+        """A candidate whose evaluation broke down (an evaluator raised or kept dying on it): recorded as
+        that candidate's failure, so the run goes on and a resume never evaluates it again."""
+        self._log("candidates").append(CandidateRow(
+            id=candidate.id, **candidate.log_fields(), status="failed", iteration=candidate.iteration,
+            fix_round=candidate.fix_round, violation_kind="evaluation_failed", violation_message=error[:4000]))
+        self.event("failed", candidate=candidate.id, iteration=candidate.iteration, detail=error[:4000])
+
     def write_discard(self, request, discard, iteration: int) -> None:
         detail = json.dumps({"parent": request.parent_id, "kind": request.kind, "reason": discard.reason,
                              "attempts": discard.attempts, "errors": discard.errors})

@@ -35,6 +35,7 @@ from mstar_ray.program_id import program_id
 from mstar_ray.reflect.reflector import Child, Discard
 from mstar_ray.reflect.request import ALREADY_EVALUATED, LineageEntry, ReflectionRequest, sample_cases
 from mstar_ray.run_config import RunConfig
+from mstar_ray.sandbox_host import SandboxStartError, SandboxUnavailable
 from mstar_ray.search.jobs import EvalJob, EvalOutcome
 from mstar_ray.search.population import Member, Population
 from mstar_ray.search.selection import Confirmation, Incumbent, Selection
@@ -48,6 +49,9 @@ MAX_DONORS = 6
 # all discarded or duplicates must not spin (and spend) for ever.
 REFLECTIONS_PER_CANDIDATE = 5
 MAX_REPLACEMENTS_PER_ACTOR = 3
+# An evaluator that dies this many times on one candidate (each time after Ray's own restarts) does not get
+# it again: the candidate is recorded as failed, here and on a resume.
+MAX_CRASHES_PER_CANDIDATE = 2
 WAIT_S = 1.0
 LIVE_INTERVAL_S = 2.0  # live.json is rewritten at most this often
 
@@ -95,6 +99,7 @@ class SearchDriver:
         self.state = ProgressState(target=config.search.max_candidates)
         self._fix_rounds: dict[str, tuple[int, str, int]] = {}  # failed child -> (round, its parent, iteration)
         self.replacements = 0
+        self.crashes: collections.Counter[str] = collections.Counter()  # evaluator deaths per candidate
         self.iterations = 0
         self.redo: collections.deque[int] = collections.deque()
         self.stop_reason = ""  # a reason that ends the run (budget spent)
@@ -112,12 +117,18 @@ class SearchDriver:
         self.seen = set(restored.seen)
         self.iterations = restored.iterations
         self.redo = collections.deque(restored.reflections)
-        self.queue.extend(restored.queue)
         self.gateway.restore(restored.usage)
         self.state.evaluated, self.state.discarded = restored.evaluated, restored.discarded
         self.state.violations = restored.violations
         self.state.duplicates = restored.duplicates
         self.started -= restored.wall_s  # wall_s and max_wall_s count every process of the run
+        self.crashes.update(restored.crashes)
+        for candidate in restored.queue:
+            if self.crashes[candidate.id] >= MAX_CRASHES_PER_CANDIDATE:
+                self._failed(candidate, f"its evaluation crashed evaluators {self.crashes[candidate.id]} times; "
+                                        "not evaluated again")
+            else:
+                self.queue.append(candidate)
         for known in [*restored.members, *restored.queue]:
             self.structure.learn(known.id, known.source)
         for member in restored.members:  # the incumbent, replayed in the order the run scored them
@@ -163,6 +174,7 @@ class SearchDriver:
         self.reflectors = [self._new_reflector() for _ in range(reflectors)]
         self.idle_evaluators = list(self.evaluators)
         self.idle_reflectors = list(self.reflectors)
+        self._check_sandboxes()
         split = self.plan.split
         evidence = "" if split.static_evidence is None else f", holding {split.static_evidence:.0%} of the static evidence"
         self.progress.message(
@@ -170,6 +182,18 @@ class SearchDriver:
             f"{len(split.confirmation)} for confirmation, {len(split.test)} test questions; "
             f"{len(split.train_texts)} of {len(self.task.texts)} texts written ({len(split.evidence_texts)} for the "
             f"static evidence{evidence}); {len(self.evaluators)} evaluators, {len(self.reflectors)} reflectors")
+
+    def _check_sandboxes(self) -> None:
+        """Every actor sets up a sandbox once before any work: a node that cannot give a required layer
+        stops the run at its start, naming the layer and the fix."""
+        try:
+            reports = ray.get([actor.sandbox_layers.remote() for actor in [*self.evaluators, *self.reflectors]])
+        except (RayActorError, RayTaskError) as exc:
+            cause = exc.as_instanceof_cause() if isinstance(exc, RayTaskError) else exc
+            raise FatalRunError(f"a worker cannot run sandboxes: {cause}") from None
+        missing = sorted({f"{layer} ({reason})" for report in reports for layer, reason in report["missing"].items()})
+        self.progress.message(f"sandbox layers: {', '.join(reports[0]['layers'])}"
+                              + (f"; not active, as allowed by sandbox.require: {'; '.join(missing)}" if missing else ""))
 
     def _new_evaluator(self):
         cfg = self.config
@@ -315,6 +339,11 @@ class SearchDriver:
             replacement = self._new_evaluator() if flight.kind == "eval" else self._new_reflector()
             pool[pool.index(flight.actor)] = replacement
             if flight.kind == "eval":
+                self.crashes[flight.candidate.id] += 1
+            if flight.kind == "eval" and self.crashes[flight.candidate.id] >= MAX_CRASHES_PER_CANDIDATE:
+                idle.append(replacement)
+                self._failed(flight.candidate, f"evaluators died {self.crashes[flight.candidate.id]} times on it: {exc}")
+            elif flight.kind == "eval":
                 self.flights[replacement.evaluate.remote(flight.payload)] = Flight("eval", replacement, flight.payload, flight.candidate)
             else:
                 self.flights[replacement.reflect.remote(flight.payload)] = Flight("reflect", replacement, flight.payload)
@@ -332,14 +361,33 @@ class SearchDriver:
             self._reflected(flight.payload, result.result)
 
     def _task_error(self, exc: RayTaskError, flight: Flight) -> None:
+        """A budget spent stops the run; an endpoint gone or a machine that cannot sandbox ends it; any other
+        error is the failure of that one candidate (or reflection), and the search goes on."""
         cause = exc.as_instanceof_cause() if hasattr(exc, "as_instanceof_cause") else exc
         if isinstance(cause, BudgetExceeded):
             self.stop_reason = str(cause)
             self.progress.message(f"stopping: {cause}; the work in flight is abandoned, nothing half-written")
             return
-        if isinstance(cause, EndpointError):
+        if isinstance(cause, (EndpointError, SandboxUnavailable, SandboxStartError)):
             raise FatalRunError(str(cause)) from None
-        raise FatalRunError(f"a {flight.kind} task failed: {exc}") from None
+        error = f"{type(cause).__name__}: {cause}"
+        if flight.kind == "eval":
+            self._failed(flight.candidate, f"its evaluation raised {error}")
+        else:
+            request = flight.payload
+            self._reflected(request, Discard(parent=request.parent_id, reason=f"the reflection raised {error}"[:2000],
+                                             attempts=0, errors=[]))
+
+    def _failed(self, candidate: Candidate, error: str) -> None:
+        """Recorded as this candidate's failure; counted like an evaluation, so budgets still move on."""
+        self.progress.message(f"{candidate.id} could not be evaluated: {error[:300]}")
+        self.run_dir.write_failed(candidate, error)
+        if candidate.origin != "seed":
+            self.state.evaluated += 1
+        if candidate.parent is not None:
+            self.tried[candidate.parent].append(LineageEntry(
+                id=candidate.id, relation="child", commit_message=candidate.commit_message,
+                note=f"evaluation failed: {error[:200]}"))
 
     def _evaluated(self, candidate: Candidate, outcome: EvalOutcome) -> None:
         report = outcome.report

@@ -25,8 +25,9 @@ SYSTEM = """You improve the memory program of an LLM agent. The program is one P
   Query), INSTRUCTION_RESPONSE (how to answer from read()'s text), ALWAYS_ON_KNOWLEDGE (always in the prompt).
 Rules: imports only from {imports}; no eval/exec/open/__import__, no files, processes, threads or network.
 toolkit.db is a SQLite connection, toolkit.chroma a ChromaDB client (collections embed documents
-themselves), toolkit.llm_completion(messages) -> str may be called at most once per write or read,
-toolkit.logger.debug(msg) logs. Each write/read must finish within 60 s; read() returns at most 3000 characters.
+themselves), toolkit.llm_completion(messages) -> str (the contents go as one prompt of at most 32000
+characters) may be called at most once per write or read, toolkit.logger.debug(msg) logs. Each write/read
+must finish within 60 s; read() returns at most 3000 characters.
 The agent answers each question from read()'s output alone; answers are scored by token F1."""
 
 def _case(case: Case, label: str) -> str:

@@ -26,7 +26,8 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt
 # 3: candidates gained texts_written, static_evidence, the static score's interval and the selection verdict;
 #    results gained the split "confirmation"; llm_calls gained
 #    parent (the program a reflector call reflected on; candidate is the child it gave)
-SCHEMA_VERSION = 3
+# 4: candidates gained the status "failed" (an evaluation that broke down, not the program)
+SCHEMA_VERSION = 4
 VERSION_KEY = b"mstar_ray.schema_version"
 TABLE_KEY = b"mstar_ray.table"
 
@@ -59,7 +60,8 @@ class CandidateRow(Row):
     patch: str | None = None
     edit_format: str | None = None
     tolerances: list[str] = Field(default_factory=list)  # fixes a tolerant reading of the reflector's reply made
-    status: Literal["evaluated", "violation", "discarded", "duplicate"]
+    # failed: its evaluation broke down (an evaluator error or crash), not its program; violation_message says how
+    status: Literal["evaluated", "violation", "discarded", "duplicate", "failed"]
     iteration: Int32
     static_score: float | None = None
     rotating_score: float | None = None  # test scores live in ``results`` (split "test") and summary.json

@@ -1,0 +1,31 @@
+"""The layer table's measurement on a few cells whose answer is known: with every layer on nothing gets
+through; the Python layers alone stop nothing (they are lint); each kernel layer alone stops the class it
+exists for (``scripts/sandbox_layer_table.py`` prints the whole table)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from sandbox_layer_table import ATTACKS, LAYERS, measure  # noqa: E402
+
+
+def only(layer: str) -> tuple[str, frozenset[str]]:
+    return f"only {layer}", frozenset(LAYERS) - {layer}
+
+
+def test_each_layer_alone_stops_its_class_and_the_python_layers_stop_nothing():
+    wanted = {"read files outside", "other processes", "exotic system calls"}
+    attacks = [a for a in ATTACKS if a.cls in wanted]
+    configs = [("all layers", frozenset()), only("python-guards"), only("landlock"), only("jail"),
+               only("namespaces"), only("seccomp")]
+    results = measure(attacks, configs)
+    assert not any(results[(cls, "all layers")] for cls in wanted)
+    assert results[("read files outside", "only python-guards")]  # lint: switched off from inside
+    assert results[("other processes", "only python-guards")]
+    assert not results[("read files outside", "only landlock")]
+    assert not results[("read files outside", "only jail")]
+    assert not results[("other processes", "only namespaces")]
+    assert not results[("exotic system calls", "only seccomp")]
+    assert results[("exotic system calls", "only namespaces")]

@@ -1,0 +1,75 @@
+"""One candidate cannot stop a search: an evaluation that raises is recorded as that candidate's failure
+and the run goes on; on a resume, a candidate that already crashed evaluators is marked failed and skipped
+instead of being sent to them again. (Every search here also shows that Ray's workers find bwrap: each
+evaluator sets up a sandbox at start, and by default a run refuses to start without the jail.)"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mstar_ray.cli import main
+from mstar_ray.driver.candidate import Candidate
+from mstar_ray.driver.run_dir import RunDir
+from mstar_ray.program_id import program_id
+from tests.conftest import SEEDS
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from fault_resume import table  # noqa: E402
+
+# Passes nothing the evaluator needs: no KnowledgeBase, so the static checks inside the evaluation raise.
+BROKEN_SEED = '"""Seed with no KnowledgeBase."""\nINSTRUCTION_KNOWLEDGE_ITEM = INSTRUCTION_QUERY = ""\n'
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("failures")
+    broken = folder / "broken_seed.py"
+    broken.write_text(BROKEN_SEED)
+    config = {
+        "task": {"name": "synthetic", "seed": 1},
+        "split": {"static_size": 6, "rotating_size": 2, "train_ratio": 2.0},
+        "search": {"seeds": [str(SEEDS / "experience_learner.py"), str(broken)], "max_candidates": 2,
+                   "reflections_in_flight": 1, "evaluations_in_flight": 2},
+        "llm": {"embedding": {"kind": "hashing"}},
+        "ray": {"num_cpus": 2},
+    }
+    path = folder / "run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    run_dir = folder / "run"
+    assert main(["run", str(path), "--run-dir", str(run_dir)]) == 0
+    return run_dir
+
+
+def test_an_evaluation_that_raises_is_that_candidates_failure(finished_run: Path):
+    rows = {row["id"]: row for row in table(finished_run, "candidates")}
+    failed = rows[program_id(BROKEN_SEED)]
+    assert failed["status"] == "failed" and "ContractError" in failed["violation_message"]
+    assert any(e["kind"] == "failed" and e["candidate"] == failed["id"] for e in table(finished_run, "events"))
+    summary = json.loads((finished_run / "summary.json").read_text())
+    assert summary["candidates_evaluated"] == 2  # the search went on to its budget
+
+
+def test_a_resume_skips_a_candidate_that_crashed_evaluators(finished_run: Path, capsys: pytest.CaptureFixture):
+    source = (SEEDS / "vector_search.py").read_text().replace("TOP_K = 5", "TOP_K = 4")
+    candidate = Candidate(id=program_id(source), source=source, parent=None, origin="reflection",
+                          commit_message="crashes its evaluators", iteration=1)
+    directory = RunDir(finished_run)
+    directory.write_program(source)
+    directory.write_queued(candidate)
+    for _ in range(2):  # what the driver logs each time an evaluator died on it, Ray's own retries spent
+        directory.event("retried", candidate=candidate.id, detail="eval actor died: ActorDiedError")
+    directory.close()
+    code = main(["run", "--resume", str(finished_run)])
+    output = capsys.readouterr()
+    assert code == 0, output.out[-3000:] + output.err[-3000:]
+    rows = [row for row in table(finished_run, "candidates") if row["id"] == candidate.id]
+    assert [row["status"] for row in rows] == ["failed"] and "crashed evaluators 2 times" in rows[0]["violation_message"]
+    started = [e for e in table(finished_run, "events") if e["kind"] == "started" and e["candidate"] == candidate.id]
+    assert started == []  # never sent to an evaluator again
+
