@@ -69,6 +69,9 @@ class SandboxUnavailable(RuntimeError):
             + "\nTo run without a layer on purpose, leave it out of sandbox.require in the run config "
             "(eval and sandbox: --allow-missing LAYER).")
 
+    def __reduce__(self):  # rebuilt from ``missing`` when it crosses a Ray process boundary
+        return type(self), (self.missing,)
+
 
 @dataclass(frozen=True)
 class Bwrap:
