@@ -38,6 +38,24 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_seeds(args: argparse.Namespace) -> int:
+    from mstar_ray import seeds as library
+
+    if args.name:
+        print(library.entry(args.name).path.read_text(encoding="utf-8"), end="")
+        return EXIT_OK
+    width = max(len(seed.name) for seed in library.LIBRARY) + 2
+    print(f"{'name':<{width}}{'source':<31}idea")
+    for seed in library.LIBRARY:
+        mark = "*" if seed.name in library.PAPER_SEEDS else ""
+        print(f"{seed.name + mark:<{width}}{seed.source:<31}{seed.idea}")
+    print("\n* the default population (search.seeds when a config names none)")
+    for name, why in library.NOT_SEEDABLE.items():
+        print(f"no seed for {name}: {why}")
+    print(f"programs in {library.PROGRAMS}; `mstar-ray seeds NAME` prints one")
+    return EXIT_OK
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     # Imported here so that `mstar-ray check` stays instant.
     from mstar_ray.agent.protocol import evaluate
@@ -190,6 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="check a memory program against the contract")
     check.add_argument("program", help="path to the program's .py file")
     check.set_defaults(handler=cmd_check)
+
+    seeds = commands.add_parser("seeds", help="list the seed library (names for search.seeds), or print one seed")
+    seeds.add_argument("name", nargs="?", help="print this seed's program")
+    seeds.set_defaults(handler=cmd_seeds)
 
     ev = commands.add_parser("eval", help="evaluate one memory program on a task")
     ev.add_argument("program", help="path to the program's .py file")

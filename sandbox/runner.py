@@ -1,7 +1,8 @@
 """The sandbox process's main loop: isolate this process, load the program, serve write/read calls.
 
 Runs in a child forked by ``sandbox.zygote``. Messages from the host:
-``{"op": "load", "source"}``, ``{"op": "write", "item", "raw_text"}``, ``{"op": "read", "query"}``.
+``{"op": "load", "source"}``, ``{"op": "write", "item", "raw_text"}``, ``{"op": "read", "query"}``,
+``{"op": "feedback", "query", "score"}`` (only for programs that define ``feedback``).
 Each is answered by exactly one ``{"op": "done", ...}`` frame; while a call runs, this side may send
 ``llm``/``embed`` requests (answered by the host) and ``violation`` notices (not answered).
 """
@@ -63,6 +64,8 @@ class Session:
                 value = self.write(message["item"], message["raw_text"])
             elif op == "read":
                 value = self.read(message["query"])
+            elif op == "feedback":
+                value = self.feedback(message["query"], message["score"])
             else:
                 return {"op": "done", "ok": False, "kind": "protocol", "message": f"unknown op {op!r}"}
         except MemoryError:
@@ -137,6 +140,15 @@ class Session:
         if not isinstance(value, str):
             raise _HarnessError("contract", f"read() returned {type(value).__name__}, not str")
         return value
+
+    def feedback(self, query: Any, score: Any) -> None:
+        method = getattr(self.kb, "feedback", None)
+        if not callable(method):
+            raise _HarnessError("contract", "the program defines no KnowledgeBase.feedback(query, score)")
+        if isinstance(score, bool) or not isinstance(score, (int, float)):
+            raise _HarnessError("bad_input", f"feedback score must be a number, not {type(score).__name__}")
+        method(self._build("Query", query), float(score))
+        return None
 
 
 class _HarnessError(Exception):

@@ -34,7 +34,7 @@ class EvaluatorActor:
         task = Task(name=job.task_name, texts=job.texts, questions=job.questions)
         self.roles.drain_calls()  # a retried job starts its own record
         report = evaluate(job.source, task, self.backend, self.embedder, limits=self.limits,
-                          judge=self.judge if job.judge else None)
+                          judge=self.judge if job.judge else None, feedback_ids=job.feedback_ids)
         return EvalOutcome(
             candidate_id=job.candidate_id, purpose=job.purpose, report=report,
             static_score=static_score(report, job.static_ids),

@@ -22,6 +22,7 @@ from mstar_ray.actors.evaluator import EvaluatorActor
 from mstar_ray.actors.reflector import ReflectorActor
 from mstar_ray.actors.run_services import RemoteCache, RemoteGateway, start_run_services
 from mstar_ray.actors.structure_tasks import pairwise_on_ray
+from mstar_ray.contract import inspect_program
 from mstar_ray.driver.candidate import Candidate
 from mstar_ray.driver.cluster import pool_size
 from mstar_ray.driver.progress import Progress, ProgressState
@@ -208,10 +209,13 @@ class SearchDriver:
                                detail=f"reflection ({request.kind})")
 
     def _submit_eval(self, candidate: Candidate, actor) -> None:
-        questions = self.plan.split.static + self.plan.rotating(candidate.iteration)
+        static = self.plan.split.static
+        rotating = [q for q in self.plan.rotating(candidate.iteration) if q not in static]
+        # The rotating questions are the feedback slice of a program that learns from feedback (MemRL): they are
+        # training questions, answered before the static ones whose mean is the fitness.
         job = EvalJob(candidate_id=candidate.id, source=candidate.source, purpose="search", task_name=self.task.name,
-                      texts=self.train_texts, questions=[self.questions[q] for q in dict.fromkeys(questions)],
-                      static_ids=self.plan.split.static, judge=self.config.search.judge_on == "all")
+                      texts=self.train_texts, questions=[self.questions[q] for q in static + rotating],
+                      static_ids=static, judge=self.config.search.judge_on == "all", feedback_ids=rotating)
         self.flights[actor.evaluate.remote(job)] = Flight("eval", actor, job, candidate)
         self.run_dir.event("started", candidate=candidate.id, iteration=candidate.iteration, detail="evaluation")
 
@@ -427,11 +431,20 @@ class SearchDriver:
         """The held-out test of the best program (and, for comparison, of the best seed), with every
         text written and the judge scoring when one is configured."""
         test_ids = self.plan.split.test
-        jobs = {m.id: EvalJob(candidate_id=m.id, source=m.source, purpose="test", task_name=self.task.name,
-                              texts=list(self.task.texts), questions=[self.questions[q] for q in test_ids],
-                              static_ids=test_ids, judge=True) for m in members}
+        jobs = {}
+        for m in members:
+            # A program that learns from feedback gets it on the static questions before the test ones, as it got
+            # it on rotating questions before the static ones; those answers are not part of its test result.
+            feedback = list(self.plan.split.static) if inspect_program(m.source).has_feedback else []
+            jobs[m.id] = EvalJob(candidate_id=m.id, source=m.source, purpose="test", task_name=self.task.name,
+                                 texts=list(self.task.texts), questions=[self.questions[q] for q in test_ids + feedback],
+                                 static_ids=test_ids, judge=True, feedback_ids=feedback)
         refs = {m.id: self.evaluators[i % len(self.evaluators)].evaluate.remote(jobs[m.id]) for i, m in enumerate(members)}
-        outcomes = {member_id: ray.get(ref) for member_id, ref in refs.items()}
+        outcomes = {}
+        for member_id, ref in refs.items():
+            outcome = ray.get(ref)
+            report = outcome.report.without(jobs[member_id].feedback_ids)
+            outcomes[member_id] = outcome.model_copy(update={"report": report})
         for m in members:
             candidate = Candidate(m.id, m.source, m.parent, m.origin, m.commit_message, m.iteration)
             self.run_dir.write_evaluation(candidate, outcomes[m.id], {q: "test" for q in test_ids})
