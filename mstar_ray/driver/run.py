@@ -35,7 +35,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         config = load_run_config(config_path)
         seeds = resolve_seeds(config, config_path)
     t = config.task
-    task = load_task(t.name, conversation=t.conversation, limit=t.limit, data_path=t.data, seed=t.seed)
+    task = load_task(t.name, conversation=t.conversation, limit=t.limit, data_path=t.data, seed=t.seed, size=t.size)
     probe_endpoints(config.llm)  # before anything is started or spent
     directory = RunDir(run_dir)
     directory.write_config(config)

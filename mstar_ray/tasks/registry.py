@@ -9,7 +9,7 @@ from mstar_ray.tasks.model import Question, Task
 
 logger = logging.getLogger(__name__)
 
-TASK_NAMES: tuple[str, ...] = ("locomo", "synthetic")
+TASK_NAMES: tuple[str, ...] = ("locomo", "synthetic", "beam")
 
 
 def limit_questions(questions: Sequence[Question], limit: int | None) -> list[Question]:
@@ -43,12 +43,14 @@ def load_task(
     data_path: str | None = None,
     seed: int = 0,
     categories: tuple[int, ...] | None = None,
+    size: str = "100K",
 ) -> Task:
     """Build the named task.
 
     Options that do not apply to the chosen task (``conversation``, ``data_path`` and ``categories`` for
-    ``synthetic``; ``seed`` for ``locomo``) are ignored, so one config shape can drive either task.
-    ``categories`` are LoCoMo's numeric categories; ``None`` means the default 1-4.
+    ``synthetic``; ``seed`` for ``locomo`` and ``beam``; ``size`` but for ``beam``) are ignored, so one config
+    shape can drive any task. ``categories`` are LoCoMo's numeric categories; ``None`` means the default 1-4.
+    For ``beam``, ``data_path`` is the directory holding BEAM's chats and ``size`` its conversation size.
     """
     key = name.strip().lower()
     # Imported here so that picking one task never pays for (or breaks on) the other's module.
@@ -61,6 +63,10 @@ def load_task(
             categories=DEFAULT_CATEGORIES if categories is None else tuple(categories),
             limit=limit,
         )
+    if key == "beam":
+        from mstar_ray.tasks.beam import load_beam
+
+        return load_beam(data_path, size=size, conversation=conversation, limit=limit)
     if key == "synthetic":
         from mstar_ray.tasks.synthetic import make_synthetic
 
