@@ -16,6 +16,7 @@ from mstar_ray.agent.protocol import evaluate
 from mstar_ray.cli import main
 from mstar_ray.contract import check_source, inspect_program
 from mstar_ray.embedding.hashing import HashingEmbedder
+from mstar_ray.reflect.smoke import smoke_test
 from mstar_ray.sandbox_host import Sandbox, SandboxLimits
 from mstar_ray.search.jobs import EvalJob
 from mstar_ray.tasks.registry import load_task
@@ -128,6 +129,12 @@ def test_a_job_never_asks_for_feedback_on_a_question_it_scores(task):
     with pytest.raises(ValueError, match="feedback on questions whose scores are reported"):
         EvalJob(candidate_id="c", source=RECORDER, purpose="search", task_name=task.name, texts=task.texts,
                 questions=task.questions, static_ids=ids[:5], feedback_ids=ids[4:])
+
+
+def test_the_smoke_test_gives_feedback_to_a_program_that_takes_it():
+    assert smoke_test(RECORDER, HashingEmbedder()) is None and smoke_test(seed_source("memrl"), HashingEmbedder()) is None
+    broken = RECORDER.replace("self.heard.append(query.question)", "self.heard.append(query.missing_field)")
+    assert smoke_test(broken, HashingEmbedder()).startswith("smoke test: feedback() failed: exception: AttributeError")
 
 
 def test_memrl_feedback_lowers_the_utility_of_what_it_used():
