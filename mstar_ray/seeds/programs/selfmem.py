@@ -209,7 +209,8 @@ class KnowledgeBase:
         return [" | ".join(str(value) for value in row if value is not None)[:ROW_CHARS] for row in rows]
 
     def _keyword_rows(self, request):
-        """BM25 over the transcript, each hit with its neighbouring turns, in time order."""
+        """BM25 over the transcript: the best hits, each with its neighbouring turns, as many as fit in a
+        read, shown in time order."""
         terms = sorted(set(words(request)))
         if not terms:
             return []
@@ -218,22 +219,25 @@ class KnowledgeBase:
             "SELECT rowid FROM turns_fts WHERE turns_fts MATCH ? ORDER BY bm25(turns_fts) LIMIT ?",
             (match, FALLBACK_ROWS),
         ).fetchall()
-        wanted = set()
+        chosen, size = {}, 0
         for (index,) in hits:
-            wanted.update(range(index - NEIGHBOUR_TURNS, index + NEIGHBOUR_TURNS + 1))
-        if not wanted:
-            return []
-        marks = ",".join("?" * len(wanted))
-        found = self.db.execute(
-            f"SELECT rendered FROM turns WHERE turn_index IN ({marks}) ORDER BY turn_index", sorted(wanted)
-        ).fetchall()
-        return [row[0][:ROW_CHARS] for row in found]
+            around = self.db.execute(
+                "SELECT turn_index, rendered FROM turns WHERE turn_index BETWEEN ? AND ?",
+                (index - NEIGHBOUR_TURNS, index + NEIGHBOUR_TURNS),
+            ).fetchall()
+            new = [(i, text[:ROW_CHARS]) for i, text in around if i not in chosen]
+            cost = sum(len(text) + 1 for _, text in new)
+            if size + cost > MAX_CONTEXT_CHARS:
+                break
+            chosen.update(new)
+            size += cost
+        return [chosen[i] for i in sorted(chosen)]
 
     def _render(self, rows, request):
         wanted = set(words(request))
         notes = self.db.execute("SELECT note FROM workspace ORDER BY turn_index DESC").fetchall()
         related = [n for (n,) in notes if wanted & set(words(n))][:NOTES_SHOWN]
         text = "\n".join(rows)
-        if related:
-            text = "Workspace notes:\n" + "\n".join(related) + "\n\nTranscript:\n" + text
+        if related:  # after the transcript, the source of truth, so that a full read cuts notes first
+            text += "\n\nWorkspace notes:\n" + "\n".join(related)
         return text[:MAX_CONTEXT_CHARS]
