@@ -14,6 +14,7 @@ from mstar_ray.contract import ContractError, Violation, check_source
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.sandbox_host import SandboxLimits
 from mstar_ray.tasks.beam import SIZES as BEAM_SIZES
+from mstar_ray.tasks.registry import TASK_NAMES
 
 
 class _Section(BaseModel):
@@ -21,7 +22,7 @@ class _Section(BaseModel):
 
 
 class TaskConfig(_Section):
-    name: Literal["synthetic", "locomo", "beam"] = "synthetic"
+    name: Literal[TASK_NAMES] = "synthetic"
     seed: int = Field(0, description="synthetic: which generated world")
     conversation: int = Field(0, ge=0, description="locomo, beam: which conversation (0-based)")
     data: str | None = Field(None, description="locomo: path to locomo10.json (else $MSTAR_LOCOMO_PATH); "
