@@ -81,11 +81,13 @@ def words(text):
 
 
 def split_turns(raw_text, item):
-    """(role, time anchor, content, rendered) for each turn in a text: a line starting with "[anchor]" opens
+    """(role, time anchor, content, rendered) for each turn in a text: a line "[anchor] Speaker: ..." opens
     a turn; other lines continue the one before (a long message keeps its layout)."""
     turns = []
     for line in raw_text.splitlines():
         match = HEADER.match(line.strip())
+        if match and turns and not match.group("speaker"):
+            match = None  # "[a link](...)" inside a message is not a new turn
         if match or not turns:
             anchor = match.group("anchor") if match else (item.time_anchor or "")
             role = (match.group("speaker") if match else None) or item.speaker or ""
