@@ -101,11 +101,15 @@ def main() -> None:
     seeds = args.seeds.split(",")
     figures: dict[str, dict] = {"locomo": {}, "synthetic": {}, "feedback": {}}
     started = time.monotonic()
+    memrl_reports = []
     for name in seeds:
         source = library.entry(name).path.read_text(encoding="utf-8")
         tally = Tally()
         for task in locomo:
-            tally.add(evaluate(source, task, backend, embedder), task)
+            report = evaluate(source, task, backend, embedder)
+            tally.add(report, task)
+            if name == "memrl":
+                memrl_reports.append(report)
         figures["locomo"][name] = tally.row(LOCOMO_CATEGORIES)
         synthetic_tally = Tally()
         synthetic_tally.add(evaluate(source, synthetic, backend, embedder), synthetic)
@@ -114,12 +118,12 @@ def main() -> None:
     if "memrl" in seeds:
         source = library.entry("memrl").path.read_text(encoding="utf-8")
         with_feedback, without = [], []
-        for task in locomo:
+        for task, plain in zip(locomo, memrl_reports):  # the offline protocol is deterministic: reuse the run above
             taught = [q.id for q in task.questions[0::2]]
             asked = {q.id for q in task.questions[1::2]}
-            for scores, report in ((with_feedback, evaluate(source, task, backend, embedder, feedback_ids=taught)),
-                                   (without, evaluate(source, task, backend, embedder))):
-                scores += [r.score for r in report.results if r.id in asked]
+            taught_report = evaluate(source, task, backend, embedder, feedback_ids=taught)
+            with_feedback += [r.score for r in taught_report.results if r.id in asked]
+            without += [r.score for r in plain.results if r.id in asked]
         figures["feedback"]["memrl"] = {"n": len(without), "without": sum(without) / len(without),
                                         "with": sum(with_feedback) / len(with_feedback)}
 
