@@ -29,6 +29,8 @@ class TaskConfig(_Section):
                              "beam: the directory holding BEAM's chats (required)")
     size: Literal[BEAM_SIZES] = Field("100K", description="beam: conversation size")
     limit: int | None = Field(None, gt=0, description="at most this many questions, spread over categories")
+    granularity: Literal["session", "turn"] = Field(
+        "session", description="one raw text per dialogue session (the paper's) or per turn; evidence names turns")
 
     @model_validator(mode="after")
     def _data_for_beam(self) -> TaskConfig:
@@ -41,7 +43,10 @@ class SplitConfig(_Section):
     test_fraction: float = Field(0.3, gt=0, lt=1, description="held-out questions, per category")
     static_size: int = Field(12, gt=0, description="validation questions that give the fitness J")
     rotating_size: int = Field(5, ge=0, description="re-chosen every iteration; failure cases only")
-    train_ratio: float = Field(2.0, gt=0, description="texts written = ratio x static size (facility location)")
+    train_ratio: float = Field(2.0, gt=0, description="texts written = ratio x static size (facility location), "
+                               "never fewer than the texts holding the static questions' evidence")
+    confirmation_size: int = Field(12, ge=0, description="validation questions kept out of the static and rotating "
+                                   "sets, to settle a close call between the best and a contender at the end")
 
 
 class SearchConfig(_Section):

@@ -35,7 +35,9 @@ def test_status_of_a_finished_run(finished_run, capsys):
     assert main(["status", str(finished_run)]) == 0
     text = capsys.readouterr().out
     assert "(finished)" in text and "6/6 candidates evaluated" in text
-    assert re.search(r"best\s+0\.\d{3} [0-9a-f]{16}", text) and "test      best" in text
+    assert re.search(r"best\s+0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\] [0-9a-f]{16}", text) and "test      best" in text
+    assert "holding 100% of the static questions' evidence" in text
+    assert re.search(r"chosen by (best seed|paired bootstrap|confirmation): ", text)
 
 
 def test_export_writes_the_best_program(finished_run, tmp_path, capsys):

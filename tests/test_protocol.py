@@ -85,7 +85,7 @@ def test_locomo_conversation_with_limit(locomo_path):
     assert report.violation is None
     assert len(report.results) == 12
     assert set(report.categories) == {"multi-hop", "temporal", "open-domain", "single-hop"}
-    assert report.texts_written == len(task.texts) > 300
+    assert report.texts_written == len(task.texts) == 19  # one text per session
 
 
 def cli(*args: str, env=None) -> subprocess.CompletedProcess[str]:
@@ -114,3 +114,36 @@ def test_eval_command_names_a_missing_data_file(tmp_path):
     done = cli("eval", str(SEEDS / "vector_search.py"), "--task", "locomo", "--data", str(tmp_path / "nope.json"))
     assert done.returncode == 2
     assert str(tmp_path / "nope.json") in done.stderr and "MSTAR_LOCOMO_PATH" in done.stderr
+
+
+def test_progress_is_reported_after_every_write_and_question(synthetic):
+    import dataclasses
+
+    seen = []
+    task = load_task("synthetic", seed=3, granularity="turn")
+    task = task.model_copy(update={"texts": task.texts[:12], "questions": task.questions[:5]})
+    report = run(seed_source("vector_search"), task, progress=lambda p: seen.append(dataclasses.replace(p)))
+    assert report.violation is None
+    assert [(p.texts_done, p.questions_done) for p in seen] == (
+        [(t, 0) for t in range(13)] + [(12, q) for q in range(1, 6)] + [(12, 5)])
+    assert all((p.texts_total, p.questions_total) == (12, 5) for p in seen)
+    assert seen[0].eta_s() is None and seen[1].eta_s() > 0 and seen[-1].finished and seen[-1].eta_s() == 0.0
+    assert [p.finished for p in seen].count(True) == 1
+
+
+def test_a_violation_ends_the_progress_early_but_finished(synthetic):
+    seen = []
+    report = run((HOSTILE / "long_read.py").read_text(), synthetic,
+                 progress=lambda p: seen.append((p.texts_done, p.questions_done, p.finished)))
+    assert report.violation is not None and report.violation.phase == "read"
+    assert seen[-1] == (len(synthetic.texts), 0, True)  # the violating question is not counted as answered
+
+
+def test_the_eta_counts_the_work_left_at_the_rates_seen():
+    from mstar_ray.agent.protocol import EvalProgress
+
+    writing = EvalProgress(texts_total=10, questions_total=4, texts_done=5, write_s=10.0)
+    assert writing.eta_s() == 5 * 2.0 + 4 * 2.0  # a question costs a write until one is timed
+    reading = EvalProgress(texts_total=10, questions_total=4, texts_done=10, questions_done=1, write_s=20.0, read_s=6.0)
+    assert reading.eta_s() == 3 * 6.0
+    assert EvalProgress(texts_total=0, questions_total=3).eta_s() is None

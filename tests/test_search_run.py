@@ -51,18 +51,30 @@ def test_a_small_search_runs_end_to_end(tmp_path, capsys):
     assert summary["candidates_evaluated"] == len(children) == 4
     assert all(c["parent"] in ids and c["patch"].startswith("*** Begin Patch") for c in children)
     results = table(run_dir, "results")
-    assert {r["split"] for r in results} == {"static", "rotating", "test"}
+    assert {"static", "rotating", "test"} <= {r["split"] for r in results} <= {"static", "rotating", "confirmation", "test"}
     tested = {r["candidate"] for r in results if r["split"] == "test"}
     assert tested == {summary["best"]["id"], summary["best_seed"]["id"]}
     assert summary["best"]["static_score"] >= summary["best_seed"]["static_score"]
     assert 0.0 <= summary["best"]["test_score"] <= 1.0 and 0.0 <= summary["best_seed"]["test_score"] <= 1.0
     assert (run_dir / "best.py").read_text() == (run_dir / "programs" / f"{summary['best']['id']}.py").read_text()
     events = table(run_dir, "events")
-    finished = [e["candidate"] for e in events if e["kind"] == "finished" and not e["detail"].startswith("test")]
+    finished = [e["candidate"] for e in events if e["kind"] == "finished" and e["detail"].startswith("static")]
     assert sorted(finished) == sorted(ids) and events[-1]["kind"] == "stopped"
     split = json.loads((run_dir / "split.json").read_text())
     assert len(split["static"]) == 6 and not set(split["static"]) & set(split["test"])
     assert "max_candidates (4) reached" in summary["stop_reason"]
+    # the fitness: every static score with its interval, the texts written with the static evidence in them
+    evaluated = [c for c in candidates if c["status"] == "evaluated"]
+    assert all(c["static_low"] <= c["static_score"] <= c["static_high"] for c in evaluated)
+    assert all(set(split["train_texts"]) <= set(c["texts_written"]) and c["static_evidence"] == 1.0 for c in evaluated)
+    assert split["static_evidence"] == summary["static_evidence_in_memory"] == 1.0
+    # how the final program was chosen
+    selection = summary["selection"]
+    assert selection["chosen"] == summary["best"]["id"] and selection["how"]
+    assert selection["rule"] in ("best seed", "paired bootstrap", "confirmation")
+    assert selection["replacements"][0]["incumbent"] is None and all(c["verdict"] for c in evaluated)
+    if selection["rule"] == "confirmation":
+        assert {r["split"] for r in results if r["candidate"] == selection["chosen"]} >= {"confirmation"}
 
 
 def test_with_one_reflector_and_one_evaluator_the_run_is_repeatable(tmp_path):

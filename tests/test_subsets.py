@@ -332,3 +332,28 @@ def test_choose_validation_split_combines_the_two_selections():
 def test_bad_inputs_raise_clear_errors(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_facility_location_takes_the_given_candidates_first_and_covers_what_they_leave():
+    targets, candidates = random_unit(6, 5, 1), random_unit(40, 5, 2)
+    free = facility_location(targets, candidates, 8)
+    given = [39, 3, 39]  # a repeat counts once
+    picks = facility_location(targets, candidates, 8, given=given)
+    assert picks[:2] == [39, 3] and len(picks) == len(set(picks)) == 8
+    assert coverage(targets, candidates, picks) >= coverage(targets, candidates, [39, 3] + free[:6]) - 1e-12
+    assert facility_location(targets, candidates, 1, given=[5, 6, 7]) == [5, 6, 7]  # the budget makes room for them
+    with pytest.raises(ValueError, match="given contains 40"):
+        facility_location(targets, candidates, 3, given=[40])
+
+
+def test_the_split_writes_the_static_questions_evidence_whatever_the_budget():
+    questions, texts = random_unit(30, 6, 3), random_unit(50, 6, 4)
+    evidence = [[(7 * i) % 50, (7 * i + 1) % 50] for i in range(30)]
+    for ratio in (0.2, 2.0, 5.0):
+        static, train = choose_validation_split(questions, texts, static_size=8, ratio=ratio, seed=1, evidence=evidence)
+        needed = sorted({t for i in static for t in evidence[i]})
+        assert train[: len(needed)] == needed
+        assert len(train) == max(training_budget(len(static), ratio), len(needed))
+    assert choose_validation_split(questions, texts, static_size=8, ratio=2, seed=1)[0] == static
+    with pytest.raises(ValueError, match="evidence has 2 entries for 30 questions"):
+        choose_validation_split(questions, texts, static_size=8, ratio=2, seed=1, evidence=[[0], [1]])

@@ -66,13 +66,38 @@ def fake_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_fake_turns_are_ordered_numerically_and_formatted(fake_file: Path) -> None:
+def test_fake_sessions_are_the_default_texts_and_hold_their_turns(fake_file: Path) -> None:
     task = load_locomo(fake_file)
     assert task.name == "locomo/conv-a"
+    assert [t.id for t in task.texts] == ["S1", "S2", "S10"]
+    assert task.texts[0].text == ("[1:05 pm on 1 January, 2021]\nAnn: Hello Bob.\n"
+                                  "Bob: Look at this. [shares an image: a red kite]")
+    assert task.texts[2].text == "[9:00 am on 3 March, 2021]\nAnn: Late news.\nBob: Oh?"
+    evidence = task.evidence()
+    assert list(evidence) == ["D1:1", "D1:2", "D2:1", "D10:1", "D10:2"]
+    assert evidence["D1:2"] == ("S1", "Bob: Look at this. [shares an image: a red kite]")
+    assert evidence["D10:1"] == ("S10", "Ann: Late news.")
+    by_question = {q.question: q for q in task.questions}
+    assert by_question["What did Bob share?"].evidence == ["D1:2", "D10:2"]  # evidence still names turns
+    assert [task.evidence_holders()[e] for e in by_question["What did Bob share?"].evidence] == ["S1", "S10"]
+
+
+def test_fake_turns_are_an_option_ordered_numerically_and_formatted(fake_file: Path) -> None:
+    task = load_locomo(fake_file, granularity="turn")
+    assert task.name == "locomo/conv-a/turns"
     assert [t.id for t in task.texts] == ["D1:1", "D1:2", "D2:1", "D10:1", "D10:2"]
     assert task.texts[0].text == "[1:05 pm on 1 January, 2021] Ann: Hello Bob."
     assert task.texts[1].text == "[1:05 pm on 1 January, 2021] Bob: Look at this. [shares an image: a red kite]"
     assert task.texts[3].text == "[9:00 am on 3 March, 2021] Ann: Late news."
+
+
+def test_one_conversation_in_both_granularities_says_the_same_turns(fake_file: Path) -> None:
+    sessions, turns = load_locomo(fake_file), load_locomo(fake_file, granularity="turn")
+    assert {u: e.text for u, e in sessions.evidence().items()} == {u: e.text for u, e in turns.evidence().items()}
+    assert sessions.questions == turns.questions
+    assert turns.evidence_holders() == {t.id: t.id for t in turns.texts}
+    with pytest.raises(ValueError, match="granularity"):
+        load_locomo(fake_file, granularity="word")  # type: ignore[arg-type]
 
 
 def test_fake_questions_handle_every_quirk(fake_file: Path) -> None:
@@ -132,7 +157,7 @@ def test_bad_categories_rejected(fake_file: Path) -> None:
 
 
 def test_limit_spreads_across_categories(fake_file: Path) -> None:
-    task = load_locomo(fake_file, limit=4)
+    task = load_locomo(fake_file, limit=4, granularity="turn")
     assert {q.category for q in task.questions} == FOUR_CATEGORIES
     assert len(task.texts) == 5  # the memory is never cut, only the questions
 
@@ -264,8 +289,8 @@ def real_raw(real_file: Path) -> list[dict[str, Any]]:
 
 
 def test_real_conversation_zero(real_file: Path, real_raw: list[dict[str, Any]]) -> None:
-    task = load_locomo(real_file)
-    assert task.name == "locomo/conv-26"
+    task = load_locomo(real_file, granularity="turn")
+    assert task.name == "locomo/conv-26/turns"
     assert task.metric == "token_f1"
     assert 300 < len(task.texts) < 1000
     counts = {c: sum(q.category == c for q in task.questions) for c in FOUR_CATEGORIES}
@@ -277,8 +302,28 @@ def test_real_conversation_zero(real_file: Path, real_raw: list[dict[str, Any]])
     assert all(header.match(t.text) for t in task.texts)
 
 
-def test_real_turns_follow_numeric_session_order(real_file: Path, real_raw: list[dict[str, Any]]) -> None:
+def test_real_sessions_are_the_papers_raw_texts(real_file: Path, real_raw: list[dict[str, Any]]) -> None:
     task = load_locomo(real_file)
+    conversation = real_raw[0]["conversation"]
+    sessions = sorted(int(k.split("_")[1]) for k in conversation if re.fullmatch(r"session_\d+", k))
+    assert [t.id for t in task.texts] == [f"S{n}" for n in sessions] and 19 <= len(task.texts) <= 35
+    turns = load_locomo(real_file, granularity="turn")
+    evidence = task.evidence()
+    assert list(evidence) == [t.id for t in turns.texts]  # every turn, in order, is a unit of its session
+    for text in task.texts:
+        number = text.id[1:]
+        assert text.text.split("\n")[0] == f"[{conversation[f'session_{number}_date_time'].strip()}]"
+        lines = text.text.split("\n")[1:]
+        assert lines == [unit_text for unit_text in (evidence[u.id].text for u in text.units)]
+        assert all(u.id.startswith(f"D{number}:") for u in text.units)
+    for turn in turns.texts:  # a turn's own text is the same in both cuts, up to its line breaks
+        assert " ".join(turn.text.split("] ", 1)[1].splitlines()) == evidence[turn.id].text
+    for q in task.questions:
+        assert all(e in evidence for e in q.evidence)
+
+
+def test_real_turns_follow_numeric_session_order(real_file: Path, real_raw: list[dict[str, Any]]) -> None:
+    task = load_locomo(real_file, granularity="turn")
     positions = [tuple(int(x) for x in t.id[1:].split(":")) for t in task.texts]
     assert positions == sorted(positions)
     assert max(session for session, _ in positions) >= 10  # the lexical-order trap exists in this data
@@ -317,7 +362,7 @@ def test_real_evidence_is_clean_everywhere(real_file: Path, real_raw: list[dict[
     repaired = 0
     for index in range(count_conversations(real_file)):
         task = load_locomo(real_file, conversation=index, categories=(1, 2, 3, 4, 5))
-        known = {t.id for t in task.texts}
+        known = set(task.evidence())
         by_id = {q.id: q for q in task.questions}
         for q in task.questions:
             assert all(DIA_ID.fullmatch(e) and e in known for e in q.evidence), q
@@ -337,7 +382,8 @@ def test_real_evidence_is_clean_everywhere(real_file: Path, real_raw: list[dict[
 def test_real_report_for_conversation_zero(real_file: Path) -> None:
     report = locomo_load_report(real_file)
     assert report.sample_id == "conv-26"
-    assert report.turns == len(load_locomo(real_file).texts)
+    assert report.turns == len(load_locomo(real_file, granularity="turn").texts)
+    assert report.sessions == len(load_locomo(real_file).texts)
     assert report.non_string_answers > 0
     assert any(";" in entry for entry in report.evidence_repaired)
 

@@ -28,6 +28,11 @@ def _speaker(text: str) -> str:
     return match.group(2)
 
 
+def _turns(**kwargs) -> Task:
+    """The task with one text per turn: the generator's properties are checked turn by turn."""
+    return make_synthetic(granularity="turn", **kwargs)
+
+
 def _mentions(text: str, value: str) -> bool:
     return re.search(rf"\b{re.escape(value)}\b", text) is not None
 
@@ -60,8 +65,9 @@ def test_fast() -> None:
 
 
 def test_shape_and_categories() -> None:
-    task = make_synthetic(seed=7)
-    assert task.name == "synthetic/seed-7"
+    assert make_synthetic(seed=7).name == "synthetic/seed-7"
+    task = _turns(seed=7)
+    assert task.name == "synthetic/seed-7/turns"
     assert Counter(q.category for q in task.questions) == {c: 10 for c in CATEGORIES}
     assert set(CATEGORIES) == {"single-hop", "temporal", "knowledge-update", "multi-hop"}
     assert len({q.id for q in task.questions}) == len(task.questions)
@@ -74,7 +80,7 @@ def test_shape_and_categories() -> None:
 
 
 def test_dates_increase_across_sessions() -> None:
-    task = make_synthetic(seed=11)
+    task = _turns(seed=11)
     months = {m: i for i, m in enumerate(synthetic.MONTHS, start=1)}
     seen: list[tuple[int, int, int]] = []
     for text in task.texts:
@@ -87,7 +93,7 @@ def test_dates_increase_across_sessions() -> None:
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"seed{c['seed']}-s{c['sessions']}-p{c['personas']}")
 def test_every_answer_is_in_its_evidence(config: dict[str, int]) -> None:
-    task = make_synthetic(**config)
+    task = _turns(**config)
     texts = {t.id: t.text for t in task.texts}
     speakers = {_speaker(t.text) for t in task.texts}
     assert len(speakers) == config["personas"]
@@ -108,7 +114,7 @@ def test_every_answer_is_in_its_evidence(config: dict[str, int]) -> None:
 
 @pytest.mark.parametrize("seed", range(10))
 def test_knowledge_update_answers_are_the_latest_value(seed: int) -> None:
-    task = make_synthetic(seed=seed, personas=3, sessions=20)
+    task = _turns(seed=seed, personas=3, sessions=20)
     speakers = {_speaker(t.text) for t in task.texts}
     updates = [q for q in task.questions if q.category == "knowledge-update"]
     assert updates
@@ -126,7 +132,7 @@ def test_knowledge_update_answers_are_the_latest_value(seed: int) -> None:
 
 def test_knowledge_update_disagrees_with_first_statement() -> None:
     # A memory that keeps only the first statement of each attribute must get these questions wrong.
-    task = make_synthetic(seed=2)
+    task = _turns(seed=2)
     texts = {t.id: t for t in task.texts}
     order = {t.id: i for i, t in enumerate(task.texts)}
     for q in (q for q in task.questions if q.category == "knowledge-update"):
@@ -135,6 +141,23 @@ def test_knowledge_update_disagrees_with_first_statement() -> None:
         first = next(t for t in task.texts if _speaker(t.text) == person and any(_mentions(t.text, v) for v in pool))
         assert order[first.id] < order[q.evidence[0]]
         assert not _mentions(first.text, q.answer)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sessions_are_the_default_texts_and_hold_the_same_turns(seed: int) -> None:
+    sessions, turns = make_synthetic(seed=seed), _turns(seed=seed)
+    assert [t.id for t in sessions.texts] == [f"S{n}" for n in range(1, 17)]
+    assert sessions.questions == turns.questions  # the conversation and the questions do not depend on the cut
+    evidence = sessions.evidence()
+    assert list(evidence) == [t.id for t in turns.texts]
+    for turn in turns.texts:
+        date, line = turn.text[1:].split("] ", 1)
+        holder = sessions.texts[int(evidence[turn.id].text_id[1:]) - 1]
+        assert evidence[turn.id] == (holder.id, line) and holder.text.startswith(f"[{date}]\n")
+        assert turn.id.startswith(f"D{holder.id[1:]}:")
+    for q in sessions.questions:  # every answer still stands in the text that holds its evidence
+        assert any(q.answer in evidence[e].text or q.answer in sessions.texts[int(evidence[e].text_id[1:]) - 1].text
+                   for e in q.evidence)
 
 
 def test_pool_values_never_contain_each_other() -> None:

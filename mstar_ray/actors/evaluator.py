@@ -1,6 +1,7 @@
 """The evaluator actor: runs the task-agent protocol for one candidate on the questions it is given, the
 candidate's code in a sandbox subprocess, every LLM and embedding call through the run's shared cache
-and gateway. It keeps nothing between jobs that a replacement would miss."""
+and gateway, its progress posted to the run's progress board. It keeps nothing between jobs that a
+replacement would miss."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 
 import ray
 
+from mstar_ray.actors.progress_board import ProgressReporter
 from mstar_ray.agent.protocol import evaluate
 from mstar_ray.llm.cache import CacheStore
 from mstar_ray.llm.governor import Gateway
@@ -20,7 +22,8 @@ from mstar_ray.tasks.model import Task
 
 @ray.remote
 class EvaluatorActor:
-    def __init__(self, settings: LLMSettings, limits: SandboxLimits, cache: CacheStore, gateway: Gateway):
+    def __init__(self, settings: LLMSettings, limits: SandboxLimits, cache: CacheStore, gateway: Gateway,
+                 board=None):
         # The sandbox fork server starts with the actor: its imports cost a second or two of CPU that no
         # evaluation should pay, and a broken install shows at start-up rather than on the first job.
         shared_fork_server()
@@ -29,12 +32,19 @@ class EvaluatorActor:
         self.backend = self.roles.backend()
         self.embedder = self.roles.embedder()
         self.judge = self.roles.judge()
+        self.board = board  # a ProgressBoard handle, or None: no progress reported
 
     def evaluate(self, job: EvalJob) -> EvalOutcome:
         task = Task(name=job.task_name, texts=job.texts, questions=job.questions)
         self.roles.drain_calls()  # a retried job starts its own record
-        report = evaluate(job.source, task, self.backend, self.embedder, limits=self.limits,
-                          judge=self.judge if job.judge else None, feedback_ids=job.feedback_ids)
+        reporter = ProgressReporter(self.board, job.key) if self.board is not None else None
+        try:
+            report = evaluate(job.source, task, self.backend, self.embedder, limits=self.limits,
+                              judge=self.judge if job.judge else None, progress=reporter,
+                              feedback_ids=job.feedback_ids)
+        finally:
+            if reporter is not None:
+                reporter.close()
         return EvalOutcome(
             candidate_id=job.candidate_id, purpose=job.purpose, report=report,
             static_score=static_score(report, job.static_ids),

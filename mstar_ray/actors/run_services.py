@@ -94,9 +94,14 @@ class RemoteGateway:
         ray.get(self.actor.restore.remote(usage))
 
 
+def on_this_node() -> NodeAffinitySchedulingStrategy:
+    """Pins an actor to the caller's (the driver's) node, where the run directory lives."""
+    return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+
+
 def start_run_services(run_dir: str | Path, settings: LLMSettings) -> tuple[RemoteCache, RemoteGateway]:
     """Start both services on this (the driver's) node; the cache file is ``RUN_DIR/cache.sqlite``."""
-    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+    here = on_this_node()
     path = str(Path(run_dir).resolve() / "cache.sqlite")
     cache = CacheActor.options(scheduling_strategy=here).remote(path)
     gateway = GatewayActor.options(scheduling_strategy=here).remote(settings)

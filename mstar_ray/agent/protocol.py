@@ -12,7 +12,8 @@ violation at run time (timeout, LLM budget, oversized read, forbidden operation,
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -89,6 +90,35 @@ class EvalReport(BaseModel):
         return self.model_copy(update={"results": kept, "score": score, "categories": categories})
 
 
+@dataclass
+class EvalProgress:
+    """How far one evaluation has got, updated in place as it runs (a dataclass: it changes at every
+    write and every question, so it must cost next to nothing)."""
+
+    texts_total: int
+    questions_total: int
+    texts_done: int = 0
+    questions_done: int = 0
+    write_s: float = 0.0  # time spent writing so far
+    read_s: float = 0.0  # time spent reading and answering so far
+    finished: bool = False
+
+    def eta_s(self) -> float | None:
+        """Seconds left at the rates seen so far (a question is assumed to cost what a write costs until
+        one has been answered); None before anything was timed."""
+        if self.finished:
+            return 0.0
+        per_text = self.write_s / self.texts_done if self.texts_done else None
+        per_question = self.read_s / self.questions_done if self.questions_done else per_text
+        if per_question is None:
+            return None
+        left = (self.texts_total - self.texts_done) * (per_text or per_question)
+        return left + (self.questions_total - self.questions_done) * per_question
+
+
+ProgressHook = Callable[[EvalProgress], None]
+
+
 def _summarise(results: list[QuestionResult]) -> tuple[float, dict[str, CategoryScore]]:
     by_category: dict[str, list[float]] = {}
     for result in results:
@@ -117,14 +147,18 @@ def evaluate(
     limits: SandboxLimits | None = None,
     questions: list[Question] | None = None,
     judge: Judge | None = None,
+    progress: ProgressHook | None = None,
     feedback_ids: Collection[str] = (),
 ) -> EvalReport:
     """Run the protocol for ``source`` on ``task`` (or on a subset of its ``questions``).
 
+    ``progress``, if given, is called with the same :class:`EvalProgress` after the program loads, after
+    every write and every question, and once at the end (``finished``); it must be quick and must not
+    keep the object past the call without copying it.
     ``feedback_ids``: questions answered first and followed by ``kb.feedback(query, score)``, if the program
     defines it (otherwise ignored: nothing changes for programs without feedback). They are reported like the
-    others but never judged. Raises ``ContractError`` when the program fails the static checks: it is never
-    started then.
+    others but never judged.
+    Raises ``ContractError`` when the program fails the static checks: it is never started then.
     """
     info = inspect_program(source)
     constants = info.constants
@@ -145,6 +179,8 @@ def evaluate(
     write_errors: list[str] = []
     write_example: dict[str, Any] | None = None
     written = 0
+    state = EvalProgress(texts_total=len(task.texts), questions_total=len(questions))
+    report_progress = progress or (lambda _: None)
 
     def fatal(phase: str, outcome: Outcome) -> RuntimeViolation:
         return RuntimeViolation(phase=phase, kind=outcome.kind or "error", message=outcome.message, traceback=outcome.traceback)
@@ -153,6 +189,8 @@ def evaluate(
         outcome = sandbox.start()
         if not outcome.ok:
             violation = fatal("load", outcome)
+        report_progress(state)
+        phase_start = time.monotonic()
         for text in task.texts if violation is None else []:
             item = backend.extract_item(constants["INSTRUCTION_KNOWLEDGE_ITEM"], info.schema.knowledge_item, text.text)
             calls["extract"] += 1
@@ -167,6 +205,10 @@ def evaluate(
                     write_example = {"raw_text": text.text[:WRITE_EXAMPLE_CHARS], "item": item}
             else:
                 write_errors.append(f"{text.id}: {outcome.describe()}")
+            state.texts_done += 1
+            state.write_s = time.monotonic() - phase_start
+            report_progress(state)
+        phase_start = time.monotonic()
         for result, question in ((results[i], questions[i]) for i in order) if violation is None else []:
             query = backend.build_query(constants["INSTRUCTION_QUERY"], info.schema.query, question.question)
             calls["query"] += 1
@@ -178,28 +220,34 @@ def evaluate(
                 break
             if not outcome.ok:
                 result.error = outcome.describe()
-                continue
-            result.context = outcome.value
-            calls["answer"] += 1
-            result.prediction = backend.answer(
-                constants["INSTRUCTION_RESPONSE"], constants["ALWAYS_ON_KNOWLEDGE"], result.context, question.question
-            )
-            result.score = token_f1(result.prediction, question.answer)
-            if question.id in feedback:
-                outcome = sandbox.feedback(query, result.score)
-                calls["feedback"] += 1
-                calls["toolkit_llm"] += outcome.llm_calls
-                if outcome.violation:
-                    violation = fatal("feedback", outcome)
-                    break
-                if not outcome.ok:
-                    result.error = f"feedback: {outcome.describe()}"
-            elif judge is not None:
-                result.judge = judge(question.question, question.answer, result.prediction)
+            else:
+                result.context = outcome.value
+                calls["answer"] += 1
+                result.prediction = backend.answer(
+                    constants["INSTRUCTION_RESPONSE"], constants["ALWAYS_ON_KNOWLEDGE"], result.context,
+                    question.question,
+                )
+                result.score = token_f1(result.prediction, question.answer)
+                if question.id in feedback:
+                    outcome = sandbox.feedback(query, result.score)
+                    calls["feedback"] += 1
+                    calls["toolkit_llm"] += outcome.llm_calls
+                    if outcome.violation:
+                        violation = fatal("feedback", outcome)
+                        break
+                    if not outcome.ok:
+                        result.error = f"feedback: {outcome.describe()}"
+                elif judge is not None:
+                    result.judge = judge(question.question, question.answer, result.prediction)
+            state.questions_done += 1
+            state.read_s = time.monotonic() - phase_start
+            report_progress(state)
         sandbox_info = SandboxInfo(
             layers=sandbox.layers, missing_layers=sandbox.missing_layers, ready_seconds=sandbox.ready_seconds
         )
 
+    state.finished = True
+    report_progress(state)
     if violation is not None:
         # The contract: a runtime violation scores the whole program zero.
         for result in results:

@@ -7,6 +7,33 @@ import time
 
 from pydantic import BaseModel
 
+from mstar_ray.agent.protocol import EvalProgress
+
+
+class InFlight(BaseModel):
+    """How far one evaluation in flight has got, as its evaluator last reported (also in ``live.json``)."""
+
+    candidate: str
+    purpose: str  # search | confirm | test
+    texts_done: int
+    texts_total: int
+    questions_done: int
+    questions_total: int
+    elapsed_s: float
+    eta_s: float | None
+
+    @classmethod
+    def of(cls, candidate: str, purpose: str, progress: EvalProgress) -> InFlight:
+        return cls(candidate=candidate, purpose=purpose, texts_done=progress.texts_done,
+                   texts_total=progress.texts_total, questions_done=progress.questions_done,
+                   questions_total=progress.questions_total, elapsed_s=progress.write_s + progress.read_s,
+                   eta_s=progress.eta_s())
+
+    def describe(self) -> str:
+        eta = "-" if self.eta_s is None else f"{self.eta_s / 60:.1f} min"
+        return (f"{self.purpose} {self.candidate[:8]}: texts {self.texts_done}/{self.texts_total}, questions "
+                f"{self.questions_done}/{self.questions_total}, ETA {eta}")
+
 
 class ProgressState(BaseModel):
     evaluated: int = 0  # children evaluated (seeds not counted)
@@ -16,21 +43,27 @@ class ProgressState(BaseModel):
     duplicates: int = 0  # children not evaluated: structurally identical to a program already queued
     evaluating: int = 0
     reflecting: int = 0
-    best_score: float | None = None
+    best_score: float | None = None  # the incumbent's (mstar_ray.search.selection), with its interval
+    best_low: float | None = None
+    best_high: float | None = None
     best_seed_score: float | None = None
     cost_usd: float = 0.0
     tokens: int = 0
     cache_hits: int = 0
     requests: int = 0
     phase: str = "starting"
+    in_flight: list[InFlight] = []  # each evaluation's own progress
 
 
 def _line(state: ProgressState, elapsed: float) -> str:
     rate = state.evaluated / elapsed * 60 if elapsed > 0 else 0.0
     eta = ""
-    if state.target and rate > 0:
+    if state.phase == "searching" and state.target and rate > 0:
+        # Candidates per minute say nothing about a confirmation or a test: those show their own ETA.
         eta = f" · ETA {max(0.0, (state.target - state.evaluated) / rate):.1f} min"
     best = "-" if state.best_score is None else f"{state.best_score:.3f}"
+    if state.best_low is not None and state.best_high is not None:
+        best += f" [{state.best_low:.3f}, {state.best_high:.3f}]"
     seed = "-" if state.best_seed_score is None else f"{state.best_seed_score:.3f}"
     target = f"/{state.target}" if state.target else ""
     hit_rate = f"{state.cache_hits / state.requests:.0%}" if state.requests else "-"
@@ -38,7 +71,7 @@ def _line(state: ProgressState, elapsed: float) -> str:
     return (f"[{state.phase}] candidates {state.evaluated}{target} (discarded {state.discarded}, violations "
             f"{state.violations}{duplicates}) · in flight: {state.evaluating} eval, {state.reflecting} reflect · best {best} "
             f"(seeds {seed}) · ${state.cost_usd:.4f}, {state.tokens} tokens, cache {hit_rate} · "
-            f"{rate:.1f}/min{eta} · {elapsed:.0f} s")
+            f"{rate:.1f}/min{eta}" + "".join(f" · {e.describe()}" for e in state.in_flight) + f" · {elapsed:.0f} s")
 
 
 class Progress:

@@ -82,7 +82,7 @@ def restore(run_dir: Path) -> Restored:
     candidates = {row.id: row for row in read_rows(run_dir, "candidates") if row.status != "duplicate"}
     results: dict[str, list[QuestionResult]] = {}
     for row in read_rows(run_dir, "results"):
-        if row.split != "test":
+        if row.split in ("static", "rotating"):
             results.setdefault(row.candidate, []).append(QuestionResult(
                 id=row.question_id, category=row.category, question=row.question, expected=row.expected,
                 prediction=row.prediction, score=row.score, judge=row.judge, query=json.loads(row.query) or None,
@@ -113,7 +113,8 @@ def restore(run_dir: Path) -> Restored:
             state.tried.setdefault(detail["parent"], []).append(LineageEntry(
                 id="-", relation="child", commit_message="(no valid child)",
                 note=errors[-1][:200] if errors else detail.get("reason", "")))
-        elif event.kind == "finished" and event.candidate in candidates and not (event.detail or "").startswith("test"):
+        elif event.kind == "finished" and event.candidate in candidates and (event.detail or "").startswith("static"):
+            # a search evaluation ("static ..."), not a test, a confirmation or the final selection
             _restore_candidate(state, candidates[event.candidate], scores, results, run_dir)
     state.queue = [q for cid, q in queued.items() if cid not in candidates]
     for item in state.queue:

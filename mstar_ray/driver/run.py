@@ -35,7 +35,8 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         config = load_run_config(config_path)
         seeds = resolve_seeds(config, config_path)
     t = config.task
-    task = load_task(t.name, conversation=t.conversation, limit=t.limit, data_path=t.data, seed=t.seed, size=t.size)
+    task = load_task(t.name, conversation=t.conversation, limit=t.limit, data_path=t.data, seed=t.seed,
+                     granularity=t.granularity, size=t.size)
     probe_endpoints(config.llm)  # before anything is started or spent
     directory = RunDir(run_dir)
     directory.write_config(config)
@@ -55,12 +56,17 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     def described(member) -> dict:
         test = result.tests.get(member.id)
         return {"id": member.id, "origin": member.origin, "commit_message": member.commit_message,
-                "static_score": member.score, "test_score": test.static_score if test else None,
+                "static_score": member.score, "static_interval": list(driver.incumbent.interval(member)),
+                "test_score": test.static_score if test else None,
                 "test_judge": test.report.judge_score if test else None}
 
+    split = driver.plan.split
     summary = {
         "best": described(result.best),
         "best_seed": described(result.best_seed),
+        "selection": result.selection.model_dump(),
+        "static_evidence_in_memory": split.static_evidence,
+        "texts": {"granularity": t.granularity, "total": len(task.texts), "written_in_search": len(split.train_texts)},
         "candidates_evaluated": result.evaluated, "discarded": result.discarded, "violations": result.violations,
         "wall_seconds": round(result.wall_s, 1), "stop_reason": result.stop_reason,
         "duplicates": driver.state.duplicates,

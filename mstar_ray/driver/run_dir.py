@@ -55,9 +55,13 @@ class RunDir:
         self._log("events").append(EventRow(kind=kind, candidate=candidate, iteration=iteration, actor=actor,
                                             node_id=node_id, detail=detail))
 
-    def write_evaluation(self, candidate, outcome, splits: dict[str, str]) -> None:
-        """The candidate's row (search evaluations only: a test is logged as results and an event), its
-        per-question results as one batch, and its LLM calls."""
+    def write_evaluation(self, candidate, outcome, splits: dict[str, str], *, written: list[str] | None = None,
+                         static_evidence: float | None = None, interval: tuple[float, float] | None = None,
+                         challenge=None) -> None:
+        """The candidate's row (search evaluations only: a test or a confirmation is logged as results and
+        an event), its per-question results as one batch, and its LLM calls. ``written`` (the texts the
+        evaluation wrote), ``static_evidence``, ``interval`` (of the static score) and ``challenge`` (a
+        ``search.selection.Challenge``: how it fared against the incumbent) go into the row."""
         report = outcome.report
         self._log("results").append([
             ResultRow(candidate=candidate.id, question_id=r.id, split=splits.get(r.id, "static"), category=r.category,
@@ -66,8 +70,9 @@ class RunDir:
                       error=r.error)
             for r in report.results])
         self.write_calls(outcome.calls, candidate=candidate.id)
-        if outcome.purpose == "test":
-            self.event("finished", candidate=candidate.id, node_id=outcome.node_id, detail=f"test {outcome.static_score:.4f}")
+        if outcome.purpose != "search":
+            self.event("finished", candidate=candidate.id, node_id=outcome.node_id,
+                       detail=f"{outcome.purpose} {outcome.static_score:.4f}")
             return
         usage = [*report.llm.values(), *([report.embedding] if report.embedding else [])]
         rotating = [r.score for r in report.results if splits.get(r.id) == "rotating"]
@@ -84,6 +89,10 @@ class RunDir:
             requests=sum(u.requests for u in usage), worker_pid=outcome.worker_pid, node_id=outcome.node_id,
             fix_round=candidate.fix_round,
             write_example=json.dumps(report.write_example) if report.write_example is not None else None,
+            texts_written=list(written or []), static_evidence=static_evidence,
+            static_low=interval[0] if interval else None, static_high=interval[1] if interval else None,
+            incumbent=challenge.incumbent if challenge else None, lead_low=challenge.low if challenge else None,
+            lead_high=challenge.high if challenge else None, verdict=challenge.verdict if challenge else None,
         ))
         self.event("finished", candidate=candidate.id, iteration=candidate.iteration, node_id=outcome.node_id,
                    detail=f"static {outcome.static_score:.4f}" + (f"; violation {violation.kind}" if violation else ""))
@@ -112,6 +121,13 @@ class RunDir:
         detail = json.dumps({"parent": request.parent_id, "kind": request.kind, "reason": discard.reason,
                              "attempts": discard.attempts, "errors": discard.errors})
         self.event("discarded", iteration=iteration, detail=detail)
+
+    def write_live(self, live: dict) -> None:
+        """What is in flight right now, for ``status`` while the run is live (rewritten as it changes)."""
+        write_atomic(self.path / layout.LIVE, json.dumps(live, indent=1).encode())
+
+    def clear_live(self) -> None:
+        (self.path / layout.LIVE).unlink(missing_ok=True)
 
     def write_families(self, families) -> None:
         write_atomic(self.path / layout.STRUCTURE, families.model_dump_json(indent=1).encode())

@@ -16,16 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from mstar_ray.actors.evaluator import EvaluatorActor
+from mstar_ray.actors.progress_board import start_progress_board
 from mstar_ray.actors.reflector import ReflectorActor
 from mstar_ray.actors.run_services import RemoteCache, RemoteGateway, start_run_services
 from mstar_ray.actors.structure_tasks import pairwise_on_ray
 from mstar_ray.contract import inspect_program
 from mstar_ray.driver.candidate import Candidate
 from mstar_ray.driver.cluster import pool_size
-from mstar_ray.driver.progress import Progress, ProgressState
+from mstar_ray.driver.progress import InFlight, Progress, ProgressState
 from mstar_ray.driver.resume import Restored
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
@@ -36,6 +37,7 @@ from mstar_ray.reflect.request import LineageEntry, ReflectionRequest, sample_ca
 from mstar_ray.run_config import RunConfig
 from mstar_ray.search.jobs import EvalJob, EvalOutcome
 from mstar_ray.search.population import Member, Population
+from mstar_ray.search.selection import Confirmation, Incumbent, Selection
 from mstar_ray.search.split import SplitPlan
 from mstar_ray.structure.families import Families, population_families
 from mstar_ray.structure.index import StructureIndex
@@ -47,6 +49,7 @@ MAX_DONORS = 6
 REFLECTIONS_PER_CANDIDATE = 5
 MAX_REPLACEMENTS_PER_ACTOR = 3
 WAIT_S = 1.0
+LIVE_INTERVAL_S = 2.0  # live.json is rewritten at most this often
 
 
 @dataclass
@@ -62,6 +65,7 @@ class RunResult:
     best: Member
     best_seed: Member
     tests: dict[str, EvalOutcome]  # by member id: the best and the best seed on the held-out questions
+    selection: Selection  # how the best was chosen
     evaluated: int
     discarded: int
     violations: int
@@ -96,6 +100,8 @@ class SearchDriver:
         self.stop_reason = ""  # a reason that ends the run (budget spent)
         self.blocked = ""  # why no new reflection started last time (a budget reached)
         self.started = time.monotonic()
+        self._live_at = 0.0
+        self._live: list[dict] | None = None
 
     # ------------------------------------------------------------------------------------------ set-up
 
@@ -113,8 +119,10 @@ class SearchDriver:
         self.state.duplicates = restored.duplicates
         for known in [*restored.members, *restored.queue]:
             self.structure.learn(known.id, known.source)
+        for member in restored.members:  # the incumbent, replayed in the order the run scored them
+            self.incumbent.offer(member)
         if len(self.population):
-            self.state.best_score = self.population.best().score
+            self._show_best()
             seeds = [m.score for m in self.population.members if m.origin == "seed"]
             self.state.best_seed_score = max(seeds) if seeds else None
         detail = (f"{len(restored.members)} members, {len(restored.queue)} candidates and "
@@ -129,7 +137,8 @@ class SearchDriver:
         self.progress.message(f"choosing the split with {embedder.name} embeddings ...")
         self.plan = SplitPlan(self.task, embedder, test_fraction=cfg.split.test_fraction,
                               static_size=cfg.split.static_size, rotating_size=cfg.split.rotating_size,
-                              train_ratio=cfg.split.train_ratio, seed=cfg.search.seed)
+                              train_ratio=cfg.split.train_ratio, seed=cfg.search.seed,
+                              confirmation_size=cfg.split.confirmation_size)
         if check_split:
             stored = self.run_dir.read_split()
             if stored != self.plan.split:
@@ -137,8 +146,9 @@ class SearchDriver:
         else:
             self.run_dir.write_split(self.plan.split)
         self.questions = {q.id: q for q in self.task.questions}
-        texts = {t.id: t for t in self.task.texts}
-        self.train_texts = [texts[i] for i in self.plan.split.train_texts]
+        self.texts = {t.id: t for t in self.task.texts}
+        self.incumbent = Incumbent(self.plan.split.static, seed=cfg.search.seed)
+        self.board = start_progress_board()
         resources = ray.cluster_resources()
         evaluators = pool_size(cfg.search.evaluations_in_flight, cfg.ray.evaluator_cpus, resources,
                                cfg.ray.evaluator_resources)
@@ -153,10 +163,12 @@ class SearchDriver:
         self.idle_evaluators = list(self.evaluators)
         self.idle_reflectors = list(self.reflectors)
         split = self.plan.split
+        evidence = "" if split.static_evidence is None else f", holding {split.static_evidence:.0%} of the static evidence"
         self.progress.message(
             f"split: {len(split.static)} static, {cfg.split.rotating_size} rotating per iteration, "
-            f"{len(split.test)} test questions; {len(split.train_texts)} of {len(self.task.texts)} texts written; "
-            f"{len(self.evaluators)} evaluators, {len(self.reflectors)} reflectors")
+            f"{len(split.confirmation)} for confirmation, {len(split.test)} test questions; "
+            f"{len(split.train_texts)} of {len(self.task.texts)} texts written ({len(split.evidence_texts)} for the "
+            f"static evidence{evidence}); {len(self.evaluators)} evaluators, {len(self.reflectors)} reflectors")
 
     def _new_evaluator(self):
         cfg = self.config
@@ -164,7 +176,7 @@ class SearchDriver:
         return EvaluatorActor.options(
             num_cpus=cfg.ray.evaluator_cpus, resources=cfg.ray.evaluator_resources, scheduling_strategy="SPREAD",
             max_restarts=cfg.ray.max_restarts, max_task_retries=cfg.ray.max_restarts,
-        ).remote(cfg.llm, cfg.sandbox, RemoteCache(self.cache.actor), RemoteGateway(self.gateway.actor))
+        ).remote(cfg.llm, cfg.sandbox, RemoteCache(self.cache.actor), RemoteGateway(self.gateway.actor), self.board)
 
     def _new_reflector(self):
         cfg = self.config
@@ -208,16 +220,23 @@ class SearchDriver:
             self.run_dir.event("started", candidate=request.parent_id, iteration=request.iteration,
                                detail=f"reflection ({request.kind})")
 
+    def _search_questions(self, iteration: int) -> list[str]:
+        return list(dict.fromkeys(self.plan.split.static + self.plan.rotating(iteration)))
+
     def _submit_eval(self, candidate: Candidate, actor) -> None:
+        questions = self._search_questions(candidate.iteration)
+        written = self.plan.written(questions)
         static = self.plan.split.static
-        rotating = [q for q in self.plan.rotating(candidate.iteration) if q not in static]
         # The rotating questions are the feedback slice of a program that learns from feedback (MemRL): they are
         # training questions, answered before the static ones whose mean is the fitness.
         job = EvalJob(candidate_id=candidate.id, source=candidate.source, purpose="search", task_name=self.task.name,
-                      texts=self.train_texts, questions=[self.questions[q] for q in static + rotating],
-                      static_ids=static, judge=self.config.search.judge_on == "all", feedback_ids=rotating)
+                      texts=[self.texts[t] for t in written], questions=[self.questions[q] for q in questions],
+                      static_ids=static, judge=self.config.search.judge_on == "all",
+                      feedback_ids=[q for q in questions if q not in static])
         self.flights[actor.evaluate.remote(job)] = Flight("eval", actor, job, candidate)
-        self.run_dir.event("started", candidate=candidate.id, iteration=candidate.iteration, detail="evaluation")
+        extra = len(written) - len(self.plan.split.train_texts)
+        self.run_dir.event("started", candidate=candidate.id, iteration=candidate.iteration,
+                           detail=f"evaluation: {len(written)} texts written ({extra} for the rotating evidence)")
 
     def _children_pending(self) -> int:
         return len(self.queue) + sum(1 for f in self.flights.values() if f.kind == "eval" and f.candidate.origin != "seed")
@@ -326,12 +345,14 @@ class SearchDriver:
 
     def _evaluated(self, candidate: Candidate, outcome: EvalOutcome) -> None:
         report = outcome.report
-        rotating = set(self.plan.rotating(candidate.iteration)) - set(self.plan.split.static)
-        self.run_dir.write_evaluation(candidate, outcome, {q: "rotating" for q in rotating})
+        rotating = {q: "rotating" for q in set(self.plan.rotating(candidate.iteration)) - set(self.plan.split.static)}
+        written = self.plan.written(self._search_questions(candidate.iteration))
+        fitness = {"written": written, "static_evidence": self.plan.evidence_share(written, self.plan.split.static)[0]}
         for usage in [*report.llm.values(), *([report.embedding] if report.embedding else [])]:
             self.state.requests += usage.requests
             self.state.cache_hits += usage.cache_hits
         if report.violation is not None:
+            self.run_dir.write_evaluation(candidate, outcome, rotating, **fitness)
             self.state.violations += 1
             v = report.violation
             self.progress.message(f"{candidate.id} broke the contract during {v.phase}: [{v.kind}] {v.message[:200]}")
@@ -346,6 +367,12 @@ class SearchDriver:
         member = Member(id=candidate.id, source=candidate.source, parent=candidate.parent, origin=candidate.origin,
                         commit_message=candidate.commit_message, iteration=candidate.iteration,
                         score=outcome.static_score, results=report.results, write_example=report.write_example)
+        challenge = self.incumbent.offer(member)
+        self.run_dir.write_evaluation(candidate, outcome, rotating, **fitness, interval=self.incumbent.interval(member),
+                                      challenge=challenge)
+        if challenge.verdict == "replaces" and candidate.origin != "seed":
+            self.progress.message(f"{member.id} is the new best: static {member.score:.3f}, "
+                                  f"{challenge.lead:+.3f} [{challenge.low:+.3f}, {challenge.high:+.3f}] on {challenge.incumbent}")
         self.population.add(member)
         if candidate.origin == "seed":
             seeds = [m.score for m in self.population.members if m.origin == "seed"]
@@ -355,7 +382,13 @@ class SearchDriver:
             parent = self.population.get(candidate.parent)
             self.tried[parent.id].append(LineageEntry(id=member.id, relation="child", commit_message=member.commit_message,
                                                       score=member.score, delta=member.score - parent.score))
-        self.state.best_score = self.population.best().score
+        self._show_best()
+
+    def _show_best(self) -> None:
+        best = self.incumbent.best
+        if best is not None:
+            self.state.best_score = best.score
+            self.state.best_low, self.state.best_high = self.incumbent.interval(best)
 
     def _maybe_fix(self, candidate: Candidate, report) -> None:
         cfg = self.config.search
@@ -417,58 +450,109 @@ class SearchDriver:
                 delta=None if score is None else score - parent_score,
                 note=f"{how} to a program already evaluated: change something that matters"))
 
-    def _refresh(self, *, show: bool = True) -> None:
+    def _refresh(self, *, show: bool = True, jobs: list[EvalJob] | None = None) -> None:
+        """Counts, cost and each evaluation's own progress (``jobs``: those in flight, default the search's)
+        into the live line, and into ``live.json`` for ``status``."""
         snapshot = self.gateway.snapshot()
         self.state.cost_usd, self.state.tokens = snapshot.total.cost_usd, snapshot.total.tokens
         self.state.evaluating = sum(1 for f in self.flights.values() if f.kind == "eval")
         self.state.reflecting = sum(1 for f in self.flights.values() if f.kind == "reflect")
+        if jobs is None:
+            jobs = [f.payload for f in self.flights.values() if f.kind == "eval"]
+        self.state.in_flight = self._in_flight(jobs)
+        self._write_live()
         if show:
             self.progress.update(self.state)
 
+    def _in_flight(self, jobs: list[EvalJob]) -> list[InFlight]:
+        try:
+            board = ray.get(self.board.snapshot.remote(), timeout=WAIT_S) if jobs else {}
+        except (GetTimeoutError, RayActorError):
+            return self.state.in_flight  # advisory: keep what was last seen rather than stall the loop
+        return [InFlight.of(job.candidate_id, job.purpose, board[job.key]) for job in jobs if job.key in board]
+
+    def _write_live(self) -> None:
+        live = [entry.model_dump() for entry in self.state.in_flight]
+        now = time.monotonic()
+        if live != self._live and (now - self._live_at >= LIVE_INTERVAL_S or not live):
+            self.run_dir.write_live({"phase": self.state.phase, "evaluations": live, "written_at": time.time()})
+            self._live, self._live_at = live, now
+
     # ------------------------------------------------------------------------------------------ the end
 
-    def _test(self, members: list[Member]) -> dict[str, EvalOutcome]:
-        """The held-out test of the best program (and, for comparison, of the best seed), with every
-        text written and the judge scoring when one is configured."""
-        test_ids = self.plan.split.test
+    def _side_evaluations(self, members: list[Member], purpose: str, question_ids: list[str],
+                          texts: list[str]) -> dict[str, EvalOutcome]:
+        """Evaluations outside the search (the confirmation, the test), waited for with the live line and
+        ``live.json`` showing how far each has got. A program that learns from feedback gets it on the static
+        questions first, as in the search it got it on rotating questions before the static ones; those answers
+        are neither scored nor logged here."""
         jobs = {}
         for m in members:
-            # A program that learns from feedback gets it on the static questions before the test ones, as it got
-            # it on rotating questions before the static ones; those answers are not part of its test result.
             feedback = list(self.plan.split.static) if inspect_program(m.source).has_feedback else []
-            jobs[m.id] = EvalJob(candidate_id=m.id, source=m.source, purpose="test", task_name=self.task.name,
-                                 texts=list(self.task.texts), questions=[self.questions[q] for q in test_ids + feedback],
-                                 static_ids=test_ids, judge=True, feedback_ids=feedback)
-        refs = {m.id: self.evaluators[i % len(self.evaluators)].evaluate.remote(jobs[m.id]) for i, m in enumerate(members)}
-        outcomes = {}
-        for member_id, ref in refs.items():
-            outcome = ray.get(ref)
-            report = outcome.report.without(jobs[member_id].feedback_ids)
-            outcomes[member_id] = outcome.model_copy(update={"report": report})
+            wanted = {*texts, *self.plan.evidence_texts(feedback)}  # the feedback questions' evidence too
+            jobs[m.id] = EvalJob(candidate_id=m.id, source=m.source, purpose=purpose, task_name=self.task.name,
+                                 texts=[text for text_id, text in self.texts.items() if text_id in wanted],
+                                 questions=[self.questions[q] for q in question_ids + feedback],
+                                 static_ids=question_ids, judge=purpose == "test", feedback_ids=feedback)
+        refs = {self.evaluators[i % len(self.evaluators)].evaluate.remote(jobs[m.id]): m.id for i, m in enumerate(members)}
+        outcomes: dict[str, EvalOutcome] = {}
+        while len(outcomes) < len(refs):
+            waiting = [ref for ref, member_id in refs.items() if member_id not in outcomes]
+            ready, _ = ray.wait(waiting, num_returns=len(waiting), timeout=WAIT_S)
+            for ref in ready:
+                member_id = refs[ref]
+                outcome = ray.get(ref)
+                report = outcome.report.without(jobs[member_id].feedback_ids)
+                outcomes[member_id] = outcome.model_copy(update={"report": report})
+            self._refresh(jobs=[jobs[i] for i in jobs if i not in outcomes])
+        split = "test" if purpose == "test" else "confirmation"
         for m in members:
             candidate = Candidate(m.id, m.source, m.parent, m.origin, m.commit_message, m.iteration)
-            self.run_dir.write_evaluation(candidate, outcomes[m.id], {q: "test" for q in test_ids})
+            self.run_dir.write_evaluation(candidate, outcomes[m.id], {q: split for q in question_ids})
         return outcomes
+
+    def _confirmation(self) -> Confirmation | None:
+        """The incumbent and the strongest contender (higher static score, within the noise) on the
+        confirmation slice, with the evidence of its questions written; None when there is nothing to
+        confirm or no slice to do it on."""
+        contender = self.incumbent.contender()
+        questions = self.plan.split.confirmation
+        if contender is None or contender.verdict == "replaces" or not questions:
+            return None
+        pair = [self.incumbent.best, self.population.get(contender.challenger)]
+        self.state.phase = "confirming"
+        self.progress.message(f"confirming: {pair[1].id} scored {contender.lead:+.3f} above the best {pair[0].id}, "
+                              f"within the noise; both on {len(questions)} fresh validation questions")
+        outcomes = self._side_evaluations(pair, "confirm", questions, self.plan.written(questions))
+        return Confirmation(incumbent=pair[0].id, contender=pair[1].id, questions=len(questions),
+                            incumbent_score=outcomes[pair[0].id].static_score,
+                            contender_score=outcomes[pair[1].id].static_score)
 
     def _final(self) -> RunResult:
         if not len(self.population):
             raise FatalRunError("no seed program could be evaluated without a runtime violation")
-        best = self.population.best()
+        spent = self.stop_reason.startswith("budget spent")
+        selection = self.incumbent.select(None if spent else self._confirmation())
+        best = self.population.get(selection.chosen)
+        self.progress.message(f"final program {best.id}: {selection.how}")
+        self.run_dir.event("finished", candidate=best.id, detail=f"selection ({selection.rule}): {selection.how}")
         seeds = [m for m in self.population.members if m.origin == "seed"]
         best_seed = max(seeds, key=lambda m: m.score)
         tests: dict[str, EvalOutcome] = {}
-        if self.plan.split.test and not self.stop_reason.startswith("budget spent"):
+        if self.plan.split.test and not spent:
             self.state.phase = "testing the best"
             self.progress.update(self.state, force=True)
-            tests = self._test([best, best_seed] if best_seed.id != best.id else [best])
+            tests = self._side_evaluations([best, best_seed] if best_seed.id != best.id else [best], "test",
+                                           self.plan.split.test, [t.id for t in self.task.texts])
         for actor in [*self.evaluators, *self.reflectors]:
             ray.kill(actor)  # done: their CPUs go to the distance tasks
         families = self._families()
         self.state.phase = "done"
         self.run_dir.event("stopped", detail=self.stop_reason)
-        self._refresh(show=False)
+        self._refresh(show=False, jobs=[])
+        self.run_dir.clear_live()
         self.progress.close(self.state)
-        return RunResult(best=best, best_seed=best_seed, tests=tests,
+        return RunResult(best=best, best_seed=best_seed, tests=tests, selection=selection,
                          evaluated=self.state.evaluated, discarded=self.state.discarded,
                          violations=self.state.violations, wall_s=time.monotonic() - self.started,
                          stop_reason=self.stop_reason, families=families)

@@ -20,9 +20,11 @@ matplotlib.use("Agg")  # no display: figures are only ever rendered to PNG
 import matplotlib.pyplot as plt  # noqa: E402
 
 from mstar_ray.driver.resume import restore  # noqa: E402
+from mstar_ray.inspect.status import chosen  # noqa: E402
 from mstar_ray.run_config import load_run_config  # noqa: E402
 from mstar_ray.runlog import layout  # noqa: E402
 from mstar_ray.runlog.reader import read_rows  # noqa: E402
+from mstar_ray.search.split import Split  # noqa: E402
 from mstar_ray.structure.families import Families, population_families  # noqa: E402
 from mstar_ray.structure.index import StructureIndex  # noqa: E402
 
@@ -39,12 +41,18 @@ def _scores_plot(rows) -> str:
     xs = list(range(1, len(rows) + 1))
     scores = [r.static_score or 0.0 for r in rows]
     best, running = [], 0.0
-    for score in scores:
-        running = max(running, score)
+    for row in rows:  # the incumbent's score: it changes only when a program beats it beyond the noise
+        if row.verdict == "replaces":
+            running = row.static_score or 0.0
         best.append(running)
     colours = ["tab:green" if r.origin == "seed" else "tab:red" if r.status == "violation" else "tab:blue" for r in rows]
-    ax.scatter(xs, scores, c=colours, s=18, label="candidates (green: seeds, red: violations)")
-    ax.step(xs, best, where="post", color="black", label="best so far")
+    spread = [(i, r) for i, r in zip(xs, rows) if r.static_low is not None and r.static_high is not None]
+    if spread:
+        ax.errorbar([i for i, _ in spread], [r.static_score for _, r in spread],
+                    yerr=[[r.static_score - r.static_low for _, r in spread], [r.static_high - r.static_score for _, r in spread]],
+                    fmt="none", ecolor="lightgrey", elinewidth=1, label="95% bootstrap interval")
+    ax.scatter(xs, scores, c=colours, s=18, label="candidates (green: seeds, red: violations)", zorder=3)
+    ax.step(xs, best, where="post", color="black", label="best so far (replaced only beyond the noise)")
     ax.set_xlabel("candidates evaluated")
     ax.set_ylabel("static score")
     ax.legend(fontsize=8)
@@ -157,6 +165,12 @@ def _families_section(families: Families | None, rows) -> str:
     return _png(fig) + "".join(table) + novelty
 
 
+def _interval(row) -> str:
+    if row.static_low is None or row.static_high is None:
+        return f"{row.static_score:.3f}"
+    return f"{row.static_score:.3f} [{row.static_low:.3f}, {row.static_high:.3f}]"
+
+
 def _seed_of(member_id: str, by_id: dict) -> str | None:
     current = by_id.get(member_id)
     while current is not None and current.parent is not None:
@@ -174,7 +188,8 @@ def build_report(run_dir: Path) -> str:
     state = restore(run_dir)
     by_id = {m.id: m for m in state.members}
     evaluated = [r for r in rows if r.status == "evaluated"]
-    best_row = max(evaluated, key=lambda r: r.static_score or 0.0)
+    best_id = chosen(run_dir, state)[0].id
+    best_row = next(r for r in evaluated if r.id == best_id)
     seed_rows = [r for r in evaluated if r.origin == "seed"]
     seed_id = _seed_of(best_row.id, by_id)
     diff = "".join(difflib.unified_diff(by_id[seed_id].source.splitlines(True), by_id[best_row.id].source.splitlines(True),
@@ -182,7 +197,7 @@ def build_report(run_dir: Path) -> str:
     summary_path = run_dir / layout.SUMMARY
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
     facts = [f"{len(rows)} candidates evaluated ({len(seed_rows)} seeds), {state.discarded} discarded, {state.violations} violations",
-             f"best static score {best_row.static_score:.3f} ({html.escape(best_row.origin)}: {html.escape(best_row.commit_message)})",
+             f"best static score {_interval(best_row)} ({html.escape(best_row.origin)}: {html.escape(best_row.commit_message)})",
              f"cost ${sum(c.cost_usd for c in calls):.4f}; {sum(c.cache_hit for c in calls)} of {len(calls)} LLM requests from the cache",
              f"{duplicates} children not evaluated again (identical or structurally identical to a program already queued)"]
     formats = Counter(r.edit_format for r in rows if r.origin == "reflection")
@@ -190,9 +205,15 @@ def build_report(run_dir: Path) -> str:
         tolerated = sum(1 for r in rows if r.tolerances)
         facts.append("reflections by edit format: " + ", ".join(f"{k} {v}" for k, v in sorted(formats.items()))
                      + f"; {tolerated} needed a tolerant reading")
+    split = Split.model_validate_json((run_dir / layout.SPLIT).read_text())
+    if split.static_evidence is not None:
+        facts.append(f"{len(split.train_texts)} texts written per search evaluation (plus the rotating questions' "
+                     f"evidence), holding {split.static_evidence:.0%} of the static questions' evidence")
     if summary:
         facts.append(f"test: best {summary['best'].get('test_score')}, best seed {summary['best_seed'].get('test_score')}; "
                      f"stopped: {html.escape(summary['stop_reason'])}")
+        if summary.get("selection"):
+            facts.append(f"chosen by {summary['selection']['rule']}: {html.escape(summary['selection']['how'])}")
     sections = [
         ("Scores", _scores_plot(rows)),
         ("Wall time and cost", _time_cost_plot(rows, calls)),

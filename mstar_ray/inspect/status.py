@@ -8,10 +8,14 @@ import json
 import os
 from pathlib import Path
 
-from mstar_ray.driver.resume import restore
+from mstar_ray.driver.progress import InFlight
+from mstar_ray.driver.resume import Restored, restore
 from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog import layout
 from mstar_ray.runlog.reader import read_rows
+from mstar_ray.search.population import Member
+from mstar_ray.search.selection import Incumbent, replay
+from mstar_ray.search.split import Split
 
 
 def driver_alive(run_dir: Path) -> bool:
@@ -29,12 +33,52 @@ def driver_alive(run_dir: Path) -> bool:
     return False
 
 
-def status_text(run_dir: Path) -> str:
+def _config(run_dir: Path) -> RunConfig:
     if not (run_dir / layout.CONFIG).is_file():
         raise FileNotFoundError(f"{run_dir} is not a run directory: no {layout.CONFIG}")
     import yaml
 
-    config = RunConfig.model_validate(yaml.safe_load((run_dir / layout.CONFIG).read_text()))
+    return RunConfig.model_validate(yaml.safe_load((run_dir / layout.CONFIG).read_text()))
+
+
+def chosen(run_dir: Path, state: Restored) -> tuple[Member, Incumbent]:
+    """The program the run returns (summary.json's once finished, else the incumbent so far) and the
+    incumbent replayed from the logs, which gives every static score's interval."""
+    config = _config(run_dir)
+    split = Split.model_validate_json((run_dir / layout.SPLIT).read_text())
+    incumbent = replay(state.members, split.static, seed=config.search.seed)
+    summary_path = run_dir / layout.SUMMARY
+    if summary_path.exists():
+        best_id = json.loads(summary_path.read_text())["best"]["id"]
+        return next(m for m in state.members if m.id == best_id), incumbent
+    if incumbent.best is None:
+        raise ValueError(f"{run_dir}: no program has been evaluated yet")
+    return incumbent.best, incumbent
+
+
+def _scored(member: Member, incumbent: Incumbent) -> str:
+    low, high = incumbent.interval(member)
+    return f"{member.score:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _live_lines(run_dir: Path) -> list[str]:
+    path = run_dir / layout.LIVE
+    if not path.exists():
+        return []
+    live = json.loads(path.read_text())
+    return [f"evaluating {InFlight.model_validate(e).describe()}" for e in live.get("evaluations", [])]
+
+
+def _memory_line(run_dir: Path) -> str | None:
+    split = Split.model_validate_json((run_dir / layout.SPLIT).read_text())
+    if split.static_evidence is None:
+        return f"memory    {len(split.train_texts)} texts written per search evaluation (the task places no evidence)"
+    return (f"memory    {len(split.train_texts)} texts written per search evaluation (plus the rotating questions' "
+            f"evidence), holding {split.static_evidence:.0%} of the static questions' evidence")
+
+
+def status_text(run_dir: Path) -> str:
+    config = _config(run_dir)
     state = restore(run_dir)
     summary_path = run_dir / layout.SUMMARY
     alive = driver_alive(run_dir)
@@ -48,13 +92,21 @@ def status_text(run_dir: Path) -> str:
              "reflections started"]
     if alive or not summary_path.exists():
         lines.append(f"in flight {len(state.queue)} candidates queued or evaluating · {len(state.reflections)} reflections")
+    if alive:
+        lines += _live_lines(run_dir)
+    memory = _memory_line(run_dir) if (run_dir / layout.SPLIT).exists() else None
+    if memory:
+        lines.append(memory)
     if state.members:
-        best = max(state.members, key=lambda m: m.score)
+        best, incumbent = chosen(run_dir, state)
         seeds = [m for m in state.members if m.origin == "seed"]
-        lines.append(f"best      {best.score:.3f} {best.id} ({best.origin}: {best.commit_message[:80]})")
+        lines.append(f"best      {_scored(best, incumbent)} {best.id} ({best.origin}: {best.commit_message[:80]})")
+        top = max(state.members, key=lambda m: m.score)
+        if top.score > best.score:
+            lines.append(f"highest   {_scored(top, incumbent)} {top.id}: not better than the best beyond the noise")
         if seeds:
             seed = max(seeds, key=lambda m: m.score)
-            lines.append(f"seeds     best {seed.score:.3f} ({seed.commit_message})")
+            lines.append(f"seeds     best {_scored(seed, incumbent)} ({seed.commit_message})")
     calls = read_rows(run_dir, "llm_calls")
     cost = sum(u.cost_usd for u in state.usage.values())
     tokens = sum(u.prompt_tokens + u.completion_tokens for u in state.usage.values())
@@ -65,13 +117,15 @@ def status_text(run_dir: Path) -> str:
         summary = json.loads(summary_path.read_text())
         lines.append(f"test      best {summary['best'].get('test_score')} · best seed {summary['best_seed'].get('test_score')} "
                      f"· stopped: {summary['stop_reason']}")
+        if summary.get("selection"):
+            lines.append(f"chosen by {summary['selection']['rule']}: {summary['selection']['how']}")
     return "\n".join(lines)
 
 
 def best_source(run_dir: Path) -> tuple[str, str, float]:
-    """(id, source, static score) of the best evaluated program so far."""
-    members = restore(run_dir).members
-    if not members:
+    """(id, source, static score) of the program the run returns (so far)."""
+    state = restore(run_dir)
+    if not state.members:
         raise ValueError(f"{run_dir}: no program has been evaluated yet")
-    best = max(members, key=lambda m: m.score)
+    best, _ = chosen(run_dir, state)
     return best.id, best.source, best.score

@@ -8,13 +8,16 @@ Arrow IPC streams fsync'ed after each append.
 
     RUN_DIR/
       config.yaml          the run config (whole file, atomic); on resume only the budget may differ
-      split.json           the static / rotating / test question split (whole file, atomic)
+      split.json           the static / confirmation / test question split and the texts written for the
+                           static questions, with the share of their evidence those texts hold (atomic)
       programs/<id>.py     every program source once, named by its content hash (mstar_ray.program_id)
       candidates.arrows    one row per candidate: lineage, status, scores, cost, worker and node
       results.arrows       one row per candidate x question: prediction, expected, score, query, context
       llm_calls.arrows     one row per LLM request: role, model, tokens, latency, cache hit, cost
       events.arrows        the scheduling history: submitted, started, finished, failed, retried, ...
       cache.sqlite         the run-wide LLM reply cache
+      live.json            while the driver runs: each evaluation in flight (texts written, questions
+                           answered, its ETA), rewritten every few seconds; removed at the end
       summary.json         the final summary (whole file, atomic), absent while the run is live
       best.py              the best program's source, written at the end of the run
       structure.json       the population's structural families and 2-D map, written at the end of the run
@@ -34,6 +37,7 @@ CACHE = "cache.sqlite"
 SUMMARY = "summary.json"
 BEST = "best.py"
 STRUCTURE = "structure.json"
+LIVE = "live.json"
 LOG_SUFFIX = ".arrows"
 
 

@@ -22,7 +22,10 @@ from typing import Annotated, Any, ClassVar, Literal
 import pyarrow as pa
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt, field_validator
 
-SCHEMA_VERSION = 2  # 2: candidates gained tolerances, structural_key, duplicate_of and the novelties
+# 2: candidates gained tolerances, structural_key, duplicate_of and the novelties
+# 3: candidates gained texts_written, static_evidence, the static score's interval and the selection verdict;
+#    results gained the split "confirmation"
+SCHEMA_VERSION = 3
 VERSION_KEY = b"mstar_ray.schema_version"
 TABLE_KEY = b"mstar_ray.table"
 
@@ -77,6 +80,14 @@ class CandidateRow(Row):
     duplicate_of: str | None = None  # status "duplicate": the program it repeats (whose scores it carries)
     novelty_parent: float | None = None  # normalised tree edit distance to the parent
     novelty_population: float | None = None  # ... to the nearest program known (queued) before it
+    texts_written: list[str] = Field(default_factory=list)  # the text ids written for this evaluation, in order
+    static_evidence: float | None = None  # share of the static questions' evidence units in those texts
+    static_low: float | None = None  # bootstrap interval of static_score over the static questions
+    static_high: float | None = None
+    incumbent: str | None = None  # the program the run would have returned when this one was scored
+    lead_low: float | None = None  # paired bootstrap interval of (this static score - the incumbent's)
+    lead_high: float | None = None
+    verdict: Literal["replaces", "contender", "kept"] | None = None  # mstar_ray.search.selection
     finished_at: AwareDatetime = Field(default_factory=_now)
 
 
@@ -85,7 +96,7 @@ class ResultRow(Row):
 
     candidate: str
     question_id: str
-    split: Literal["static", "rotating", "test"]
+    split: Literal["static", "rotating", "confirmation", "test"]
     category: str
     question: str
     expected: str
@@ -176,6 +187,14 @@ SCHEMAS: dict[str, pa.Schema] = {
         _opt("duplicate_of", pa.string()),
         _opt("novelty_parent", pa.float64()),
         _opt("novelty_population", pa.float64()),
+        _req("texts_written", pa.list_(pa.string())),
+        _opt("static_evidence", pa.float64()),
+        _opt("static_low", pa.float64()),
+        _opt("static_high", pa.float64()),
+        _opt("incumbent", pa.string()),
+        _opt("lead_low", pa.float64()),
+        _opt("lead_high", pa.float64()),
+        _opt("verdict", pa.string()),
         _req("finished_at", TIMESTAMP),
     ),
     "results": _schema(

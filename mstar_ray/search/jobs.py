@@ -12,10 +12,13 @@ from mstar_ray.llm.usage import CallLog
 from mstar_ray.tasks.model import Question, RawText
 
 
+Purpose = Literal["search", "confirm", "test"]
+
+
 class EvalJob(BaseModel):
     candidate_id: str
     source: str
-    purpose: Literal["search", "test"]
+    purpose: Purpose
     task_name: str
     texts: list[RawText]
     questions: list[Question]
@@ -31,10 +34,15 @@ class EvalJob(BaseModel):
             raise ValueError(f"feedback on questions whose scores are reported: {sorted(scored)[:5]}")
         return self
 
+    @property
+    def key(self) -> str:
+        """Names the job on the progress board: one candidate may be evaluated for several purposes."""
+        return f"{self.purpose}:{self.candidate_id}"
+
 
 class EvalOutcome(BaseModel):
     candidate_id: str
-    purpose: Literal["search", "test"]
+    purpose: Purpose
     report: EvalReport
     static_score: float
     node_id: str

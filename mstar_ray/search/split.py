@@ -1,6 +1,11 @@
 """How a search divides its task (SPEC section 4): held-out test questions; from the rest, a fixed static
-set (the fitness), a rotating set re-chosen every iteration (failure cases), and the training texts that
-are written into memory (facility location over the static questions).
+set (the fitness), a confirmation slice (kept fresh to settle a close call between two programs), a
+rotating set re-chosen every iteration (failure cases), and the training texts written into memory.
+
+The training texts always include the texts holding the static questions' evidence, and for each
+iteration those holding the rotating questions' evidence (where the task says which texts hold it);
+facility location over the static questions fills the rest of the budget. They are written in the
+task's own order, as the test writes every text: a memory sees the conversation as it happened.
 
 Everything follows from the run seed and the embeddings, so a resumed run rebuilds the same split.
 """
@@ -21,7 +26,10 @@ class Split(BaseModel):
     test: list[str]  # question ids, held out until the end
     validation: list[str]  # question ids the search may look at
     static: list[str]  # subset of validation: the fitness J
-    train_texts: list[str]  # text ids written into memory during the search, in greedy order
+    confirmation: list[str] = []  # validation, never static or rotating: a fresh slice to confirm a close call
+    train_texts: list[str]  # text ids written for every search evaluation, in the task's order
+    evidence_texts: list[str] = []  # those of train_texts that hold the static questions' evidence
+    static_evidence: float | None = None  # share of the static questions' evidence units in train_texts
 
 
 def held_out(questions: list[Question], fraction: float, seed: int) -> list[str]:
@@ -41,11 +49,18 @@ def held_out(questions: list[Question], fraction: float, seed: int) -> list[str]
     return sorted(chosen)
 
 
+def confirmation_slice(candidates: list[str], size: int, rotating_size: int, seed: int) -> list[str]:
+    """A seeded sample of the validation questions left after the static set; it leaves the rotating set at
+    least ``rotating_size`` questions to choose from."""
+    count = min(size, max(0, len(candidates) - rotating_size))
+    return sorted(random.Random(f"confirmation:{seed}").sample(sorted(candidates), count))
+
+
 class SplitPlan:
-    """The split plus the question vectors needed to re-choose the rotating set each iteration."""
+    """The split plus what is needed to re-choose the rotating set, and the texts to write, each iteration."""
 
     def __init__(self, task: Task, embedder: Embedder, *, test_fraction: float, static_size: int,
-                 rotating_size: int, train_ratio: float, seed: int):
+                 rotating_size: int, train_ratio: float, seed: int, confirmation_size: int = 0):
         self.task = task
         self.seed = seed
         self.rotating_size = rotating_size
@@ -53,26 +68,59 @@ class SplitPlan:
         self._validation = [q for q in task.questions if q.id not in test]
         if not self._validation:
             raise ValueError(f"task {task.name}: no validation questions left after holding out the test set")
+        self._questions = {q.id: q for q in task.questions}
+        self._holders = task.evidence_holders()
+        self._order = {t.id: i for i, t in enumerate(task.texts)}
         self._vectors = np.asarray(embedder.embed([q.question for q in self._validation]), dtype=np.float64)
         text_vectors = np.asarray(embedder.embed([t.text for t in task.texts]), dtype=np.float64)
+        evidence = [[self._order[t] for t in self.evidence_texts([q.id])] for q in self._validation]
         static_idx, train_idx = choose_validation_split(
-            self._vectors, text_vectors, static_size=static_size, ratio=train_ratio, seed=seed
+            self._vectors, text_vectors, static_size=static_size, ratio=train_ratio, seed=seed, evidence=evidence
         )
-        self._static_idx = static_idx
+        static = [self._validation[i].id for i in static_idx]
+        confirmation = confirmation_slice([q.id for q in self._validation if q.id not in set(static)],
+                                          confirmation_size, rotating_size, seed)
+        self._excluded = set(static_idx) | {i for i, q in enumerate(self._validation) if q.id in set(confirmation)}
         self._rotating: dict[int, list[str]] = {}
+        train = self._in_order(task.texts[i].id for i in train_idx)
         self.split = Split(
             test=sorted(test),
             validation=[q.id for q in self._validation],
-            static=[self._validation[i].id for i in static_idx],
-            train_texts=[task.texts[i].id for i in train_idx],
+            static=static,
+            confirmation=confirmation,
+            train_texts=train,
+            evidence_texts=self.evidence_texts(static),
+            static_evidence=self.evidence_share(train, static)[0],
         )
+
+    def _in_order(self, text_ids) -> list[str]:
+        return sorted(set(text_ids), key=self._order.__getitem__)
+
+    def evidence_texts(self, question_ids: list[str]) -> list[str]:
+        """The texts holding the evidence of these questions, in the task's order (evidence the task cannot
+        place is skipped)."""
+        units = [u for q in question_ids for u in self._questions[q].evidence]
+        return self._in_order(self._holders[u] for u in units if u in self._holders)
+
+    def evidence_share(self, written: list[str], question_ids: list[str]) -> tuple[float | None, int, int]:
+        """(share, units in memory, units) of these questions' evidence units whose text is in ``written``;
+        the share is None when the questions cite no evidence."""
+        present = set(written)
+        units = [u for q in question_ids for u in self._questions[q].evidence]
+        held = sum(1 for u in units if self._holders.get(u) in present)
+        return (held / len(units) if units else None), held, len(units)
 
     def rotating(self, iteration: int) -> list[str]:
         """Asked for each evaluation and again for its results: a k-means per iteration is done once."""
         if self.rotating_size == 0:
             return []
         if iteration not in self._rotating:
-            chosen = rotating_set(self._vectors, self.rotating_size, exclude=self._static_idx, iteration=iteration,
+            chosen = rotating_set(self._vectors, self.rotating_size, exclude=self._excluded, iteration=iteration,
                                   seed=self.seed)
             self._rotating[iteration] = [self._validation[i].id for i in chosen]
         return self._rotating[iteration]
+
+    def written(self, question_ids: list[str]) -> list[str]:
+        """The texts an evaluation on these questions writes: the training texts plus the texts holding
+        the questions' evidence, in the task's order."""
+        return self._in_order([*self.split.train_texts, *self.evidence_texts(question_ids)])

@@ -4,7 +4,8 @@ Every candidate program is scored on the *static set*, so it must be small (each
 calls for every candidate) yet cover the kinds of questions asked: one question per k-means cluster of
 question embeddings. The *rotating set* feeds failure cases to the reflector; it is re-chosen each
 iteration from the questions left over, so the reflector sees new failures rather than the same ones
-again. The *training subset* written into memory is the set of texts that best covers the static
+again. The *training subset* written into memory holds the evidence of the static questions where the
+task says which texts hold it, and is filled up to its budget with the texts that best cover the static
 questions (greedy facility location), so a program is not scored on questions whose evidence was never
 written.
 
@@ -360,22 +361,29 @@ def _greedy_pick(similarity: _Similarity, gains: np.ndarray, best: np.ndarray, t
     return int(close[exact.argmax()])
 
 
-def facility_location(targets: np.ndarray, candidates: np.ndarray, budget: int) -> list[int]:
+def facility_location(targets: np.ndarray, candidates: np.ndarray, budget: int, *,
+                      given: Iterable[int] = ()) -> list[int]:
     """Greedy maximisation of F(S) = sum over targets of max over S of clipped cosine(target, candidate).
 
     Plain greedy with incremental gains: every candidate's marginal gain is kept in one vector and, after
     each pick, lowered by the loss computed from the rows of the targets whose cover the pick improved;
     no candidate is ever re-scored against all targets except to settle near-ties. Returns candidate
     indices in the order chosen, min(budget, len(candidates)) of them, ties going to the lower index.
-    F saturates once every target has its most similar candidate (at most len(targets) picks). The rest
-    of the budget then goes to a new greedy round over the unchosen candidates, which gives each target
-    its next most similar text (what a multi-hop question needs), rather than to arbitrary texts; only
-    candidates similar to no target at all are taken in index order.
+    The ``given`` candidates (e.g. texts that must be written because they hold the evidence) come first,
+    in their order, and count against the budget, which is raised to hold them all; greedy then covers
+    what they leave uncovered. F saturates once every target has its most similar candidate (at most
+    len(targets) picks). The rest of the budget then goes to a new greedy round over the unchosen
+    candidates, which gives each target its next most similar text (what a multi-hop question needs),
+    rather than to arbitrary texts; only candidates similar to no target at all are taken in index order.
     """
     targets = _unit_rows(_as_matrix("targets", targets))
     candidates = _unit_rows(_as_matrix("candidates", candidates))
     _same_width("targets", targets, "candidates", candidates)
-    picks = min(_positive_int("budget", budget), candidates.shape[0])
+    forced = list(dict.fromkeys(operator.index(i) for i in given))
+    for index in forced:
+        if not 0 <= index < candidates.shape[0]:
+            raise ValueError(f"given contains {index}, outside 0..{candidates.shape[0] - 1}")
+    picks = min(max(_positive_int("budget", budget), len(forced)), candidates.shape[0])
 
     similarity = _Similarity(targets, candidates)
     best = np.zeros(targets.shape[0])
@@ -383,14 +391,17 @@ def facility_location(targets: np.ndarray, candidates: np.ndarray, budget: int) 
     tolerance = _GAIN_TOLERANCE * targets.shape[0]
     chosen: list[int] = []
     while len(chosen) < picks:
-        if (best >= ceiling).all():  # every target has its most similar candidate: all gains are 0
+        if len(chosen) < len(forced):
+            pick = forced[len(chosen)]
+        elif (best >= ceiling).all():  # every target has its most similar candidate: all gains are 0
             rest = np.flatnonzero(np.isfinite(gains))
             if not chosen:  # nothing here is similar to any target
                 chosen += rest[: picks - len(chosen)].tolist()
             else:
                 chosen += rest[facility_location(targets, candidates[rest], picks - len(chosen))].tolist()
             break
-        pick = _greedy_pick(similarity, gains, best, tolerance)
+        else:
+            pick = _greedy_pick(similarity, gains, best, tolerance)
         chosen.append(pick)
         cover = _exact_column(similarity, pick)
         changed = np.flatnonzero(cover > best)
@@ -431,17 +442,24 @@ def training_budget(static_size: int, ratio: float) -> int:
 
 
 def choose_validation_split(
-    question_vecs: np.ndarray, text_vecs: np.ndarray, *, static_size: int, ratio: float, seed: int
+    question_vecs: np.ndarray, text_vecs: np.ndarray, *, static_size: int, ratio: float, seed: int,
+    evidence: list[list[int]] | None = None,
 ) -> tuple[list[int], list[int]]:
     """(static question indices, training text indices) for one search.
 
-    The static set is the representative set of the questions; the training texts are picked by facility
-    location with the static questions as targets, budget ratio x |static set| (after clipping to the
-    number of questions), in greedy order so a prefix is itself a good smaller subset.
+    The static set is the representative set of the questions. ``evidence[i]``, when given, lists the
+    texts holding question i's evidence: those of the static questions are always written (a program
+    cannot be scored on a question whose evidence it never saw), first, in text order; facility location
+    with the static questions as targets fills the rest of the budget, ratio x |static set| (after
+    clipping to the number of questions) but never fewer than the evidence texts, in greedy order so a
+    prefix of its picks is itself a good smaller subset.
     """
     question_vecs = _as_matrix("question_vecs", question_vecs)
     text_vecs = _as_matrix("text_vecs", text_vecs)
     _same_width("question_vecs", question_vecs, "text_vecs", text_vecs)
+    if evidence is not None and len(evidence) != question_vecs.shape[0]:
+        raise ValueError(f"evidence has {len(evidence)} entries for {question_vecs.shape[0]} questions")
     static = representative_set(question_vecs, static_size, seed=seed)
-    train = facility_location(question_vecs[static], text_vecs, training_budget(len(static), ratio))
+    required = sorted({text for i in static for text in evidence[i]}) if evidence is not None else []
+    train = facility_location(question_vecs[static], text_vecs, training_budget(len(static), ratio), given=required)
     return static, train

@@ -2,7 +2,8 @@
 
 The data file (``locomo10.json``, CC BY-NC 4.0) is never shipped with the project; :func:`find_locomo_file`
 locates a local copy. One LoCoMo sample (one long two-person conversation) becomes one :class:`Task`: each
-dialogue turn is a :class:`RawText` and each QA item a :class:`Question`.
+session (or, as an option, each dialogue turn) is a :class:`RawText` and each QA item a :class:`Question`
+whose evidence names dialogue turns.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from mstar_ray.tasks.dialogue import Granularity, dialogue_texts, granularity_suffix
 from mstar_ray.tasks.model import Question, RawText, Task
 from mstar_ray.tasks.registry import limit_questions
 
@@ -197,16 +199,17 @@ def count_conversations(path: str | Path | None = None) -> int:
 # Building the task
 
 
-def _turn_text(date_time: str, turn: _RawTurn) -> str:
-    text = f"[{date_time}] {turn.speaker}: {turn.text}"
+def _turn_line(turn: _RawTurn) -> str:
+    line = f"{turn.speaker}: {turn.text}"
     if turn.blip_caption:
         # The caption is the only trace of a shared photo that a text-only agent can see, and some
         # questions are about what was in it.
-        text += f" [shares an image: {turn.blip_caption}]"
-    return text
+        line += f" [shares an image: {turn.blip_caption}]"
+    return line
 
 
-def _texts(file: Path, sample: _RawSample) -> tuple[list[RawText], int]:
+def _texts(file: Path, sample: _RawSample, granularity: Granularity) -> tuple[list[RawText], int, list[str]]:
+    """(raw texts, number of sessions, every turn id in order)."""
     conversation = sample.conversation
     sessions: list[tuple[int, str]] = []
     for key, value in conversation.items():
@@ -222,21 +225,25 @@ def _texts(file: Path, sample: _RawSample) -> tuple[list[RawText], int]:
     sessions.sort()  # numerically, so session_10 follows session_9
 
     texts: list[RawText] = []
-    seen: set[str] = set()
+    seen: list[str] = []
+    seen_set: set[str] = set()
     for number, key in sessions:
         date_time = conversation.get(f"{key}_date_time")
         if not isinstance(date_time, str) or not date_time.strip():
             raise ValueError(f"{file}: {sample.sample_id}: {key} has turns but no {key}_date_time string")
+        turns: list[tuple[str, str]] = []
         for position, raw_turn in enumerate(conversation[key]):
             try:
                 turn = _RawTurn.model_validate(raw_turn)
             except ValidationError as err:
                 raise ValueError(f"{file}: {sample.sample_id}: {key} turn {position}: {_describe(err)}") from err
-            if turn.dia_id in seen:
+            if turn.dia_id in seen_set:
                 raise ValueError(f"{file}: {sample.sample_id}: dialogue id {turn.dia_id} occurs twice")
-            seen.add(turn.dia_id)
-            texts.append(RawText(id=turn.dia_id, text=_turn_text(date_time.strip(), turn)))
-    return texts, len(sessions)
+            seen.append(turn.dia_id)
+            seen_set.add(turn.dia_id)
+            turns.append((turn.dia_id, _turn_line(turn)))
+        texts += dialogue_texts(number, date_time.strip(), turns, granularity)
+    return texts, len(sessions), seen
 
 
 def _normalise_evidence(raw: list[str] | str, known: set[str], report: LocomoLoadReport, where: str) -> list[str]:
@@ -304,7 +311,8 @@ def _check_categories(categories: Iterable[int]) -> tuple[int, ...]:
 
 
 def _build(
-    path: str | Path | None, conversation: int, categories: Iterable[int], limit: int | None
+    path: str | Path | None, conversation: int, categories: Iterable[int], limit: int | None,
+    granularity: Granularity = "session",
 ) -> tuple[Task, LocomoLoadReport]:
     chosen = _check_categories(categories)
     file, samples = _load_samples(path)
@@ -315,13 +323,14 @@ def _build(
             f"(valid indices: {valid})"
         )
     sample = _parse_sample(file, conversation, samples[conversation])
-    texts, session_count = _texts(file, sample)
+    texts, session_count, turn_ids = _texts(file, sample, granularity)
     report = LocomoLoadReport(
-        sample_id=sample.sample_id, sessions=session_count, turns=len(texts), questions_by_category={}
+        sample_id=sample.sample_id, sessions=session_count, turns=len(turn_ids), questions_by_category={}
     )
-    questions = _questions(sample, chosen, {t.id for t in texts}, report)
+    questions = _questions(sample, chosen, set(turn_ids), report)
     logger.debug("loaded %s from %s: %s", sample.sample_id, file, report.model_dump())
-    task = Task(name=f"locomo/{sample.sample_id}", texts=texts, questions=limit_questions(questions, limit))
+    task = Task(name=f"locomo/{sample.sample_id}{granularity_suffix(granularity)}", texts=texts,
+                questions=limit_questions(questions, limit))
     return task, report
 
 
@@ -330,14 +339,18 @@ def load_locomo(
     conversation: int = 0,
     categories: Iterable[int] = DEFAULT_CATEGORIES,
     limit: int | None = None,
+    granularity: Granularity = "session",
 ) -> Task:
     """Load one LoCoMo conversation (0-based index into the file) as a task named ``locomo/<sample_id>``.
 
-    Question ids are ``<sample_id>/q<i>`` with ``i`` the item's position in the file's QA list, so ids stay the
-    same whatever categories or limit are chosen. ``limit`` keeps at most that many questions, round-robin
-    across categories.
+    ``granularity`` "session" (the default, as the M* paper) makes each session one raw text (id ``S<n>``,
+    the session's date on its first line, then one turn per line); "turn" makes each dialogue turn one
+    (id ``D<session>:<turn>``, text ``[date] speaker: words``). Question evidence names turns either way
+    (``Task.evidence()`` says which text holds each). Question ids are ``<sample_id>/q<i>`` with ``i`` the
+    item's position in the file's QA list, so ids stay the same whatever categories or limit are chosen.
+    ``limit`` keeps at most that many questions, round-robin across categories.
     """
-    return _build(path, conversation, categories, limit)[0]
+    return _build(path, conversation, categories, limit, granularity)[0]
 
 
 def locomo_load_report(

@@ -3,7 +3,8 @@
 Personas chat over many dated sessions, LoCoMo-style. Some facts never change (favourite food, a cousin or
 best friend, home town), others change over time (city, job, hobby, language being learned, car), and one-off
 events happen (pets adopted, concerts, races, trips, books finished). Each fact is stated in exactly one turn,
-surrounded by small talk, so answering needs retrieval rather than a lucky skim. Every value is drawn without
+surrounded by small talk, so answering needs retrieval rather than a lucky skim. Each session is one raw
+text (or, as an option, each turn), and question evidence names turns. Every value is drawn without
 replacement from its pool, which keeps each question unambiguous and makes every answer a literal substring of
 an evidence turn.
 
@@ -16,6 +17,7 @@ import random
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
+from mstar_ray.tasks.dialogue import Granularity, dialogue_texts, granularity_suffix
 from mstar_ray.tasks.model import Question, RawText, Task
 
 CATEGORIES: tuple[str, ...] = ("single-hop", "temporal", "knowledge-update", "multi-hop")
@@ -385,7 +387,8 @@ def _all_facts(persona: _Persona) -> list[_Fact]:
 
 
 def _render_session(
-    rng: random.Random, number: int, day: str, pair: tuple[int, int], names: list[str], facts: list[_Fact]
+    rng: random.Random, number: int, day: str, pair: tuple[int, int], names: list[str], facts: list[_Fact],
+    granularity: Granularity,
 ) -> list[RawText]:
     lines: list[tuple[int, str, _Fact | None]] = []
     first, second = pair
@@ -413,13 +416,13 @@ def _render_session(
     lines.append((closer, rng.choice(_CLOSINGS), None))
     lines.append((other(closer), rng.choice(_CLOSING_REPLIES), None))
 
-    texts: list[RawText] = []
+    turns: list[tuple[str, str]] = []
     for position, (speaker, utterance, fact) in enumerate(lines, start=1):
         turn_id = f"D{number}:{position}"
         if fact is not None:
             fact.turn_id = turn_id
-        texts.append(RawText(id=turn_id, text=f"[{day}] {names[speaker]}: {utterance}"))
-    return texts
+        turns.append((turn_id, f"{names[speaker]}: {utterance}"))
+    return dialogue_texts(number, day, turns, granularity)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -504,13 +507,18 @@ def _pick(rng: random.Random, candidates: list[_Candidate], count: int, personas
 # ---------------------------------------------------------------------------------------------------------
 
 
-def make_synthetic(seed: int = 0, sessions: int = 16, personas: int = 2, questions_per_category: int = 10) -> Task:
+def make_synthetic(seed: int = 0, sessions: int = 16, personas: int = 2, questions_per_category: int = 10,
+                   granularity: Granularity = "session") -> Task:
     """Generate the synthetic task for ``seed``.
+
+    ``granularity`` "session" (the default) makes each session one raw text, "turn" each dialogue turn, as
+    for LoCoMo (``mstar_ray.tasks.dialogue``); the conversation and the questions are the same either way,
+    and question evidence always names turns.
 
     ``questions_per_category`` is an upper bound: with few personas a category can have fewer distinct
     questions (knowledge-update has exactly five per persona). The task is named ``synthetic/seed-<seed>``,
-    with the other arguments appended when they differ from the defaults so that different tasks never share
-    a name.
+    with the other arguments (and ``/turns`` for one text per turn) appended when they differ from the
+    defaults so that different tasks never share a name.
     """
     if not 2 <= personas <= MAX_PERSONAS:
         raise ValueError(f"personas must be between 2 and {MAX_PERSONAS}, got {personas}")
@@ -537,7 +545,7 @@ def make_synthetic(seed: int = 0, sessions: int = 16, personas: int = 2, questio
             by_session[fact.session].append(fact)
     texts: list[RawText] = []
     for number, (day, pair, facts) in enumerate(zip(dates, pairs, by_session), start=1):
-        texts.extend(_render_session(rng, number, day, pair, names, facts))
+        texts.extend(_render_session(rng, number, day, pair, names, facts, granularity))
 
     builders = {
         "single-hop": lambda owner, p: _single_hop(rng, owner, p),
@@ -562,4 +570,4 @@ def make_synthetic(seed: int = 0, sessions: int = 16, personas: int = 2, questio
     name = f"synthetic/seed-{seed}"
     if (sessions, personas, questions_per_category) != (16, 2, 10):
         name += f"/sessions-{sessions}-personas-{personas}-q-{questions_per_category}"
-    return Task(name=name, texts=texts, questions=questions)
+    return Task(name=name + granularity_suffix(granularity), texts=texts, questions=questions)
