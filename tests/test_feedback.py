@@ -54,7 +54,7 @@ class KnowledgeBase:
         self.texts.append(raw_text)
 
     def read(self, query):
-        return "\\n".join(self.texts[-5:]) + "\\nFEEDBACK ON: " + " | ".join(self.heard)
+        return "\\n".join(self.texts[-5:])[-1500:] + "\\nFEEDBACK ON: " + " | ".join(self.heard)
 
     def feedback(self, query, score):
         self.heard.append(query.question)
