@@ -39,6 +39,24 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_seeds(args: argparse.Namespace) -> int:
+    from mstar_ray import seeds as library
+
+    if args.name:
+        print(library.entry(args.name).path.read_text(encoding="utf-8"), end="")
+        return EXIT_OK
+    width = max(len(seed.name) for seed in library.LIBRARY) + 2
+    print(f"{'name':<{width}}{'source':<31}idea")
+    for seed in library.LIBRARY:
+        mark = "*" if seed.name in library.PAPER_SEEDS else ""
+        print(f"{seed.name + mark:<{width}}{seed.source:<31}{seed.idea}")
+    print("\n* the default population (search.seeds when a config names none)")
+    for name, why in library.NOT_SEEDABLE.items():
+        print(f"no seed for {name}: {why}")
+    print(f"programs in {library.PROGRAMS}; `mstar-ray seeds NAME` prints one")
+    return EXIT_OK
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     # Imported here so that `mstar-ray check` stays instant.
     from mstar_ray.agent.protocol import evaluate
@@ -50,7 +68,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     source = _read_program(args.program)
     settings = _llm_settings(args)
     task = load_task(
-        args.task, conversation=args.conversation, limit=args.limit, data_path=args.data, seed=args.seed
+        args.task, conversation=args.conversation, limit=args.limit, data_path=args.data, seed=args.seed,
+        size=args.size,
     )
     if args.texts is not None and args.texts < 1:
         raise ValueError(f"--texts must be at least 1, got {args.texts}")
@@ -206,11 +225,12 @@ def _format_report(program: str, report) -> str:
         f"task      {report.task} ({report.texts_written} texts written, {len(report.results)} questions)",
         f"backend   {report.backend} ({nature}) · embedder {report.embedder}",
         "",
-        f"{'category':<18}{'n':>5}{'F1':>9}",
     ]
+    width = max([18, *(len(name) + 2 for name in report.categories)])
+    lines.append(f"{'category':<{width}}{'n':>5}{'F1':>9}")
     for name, category in report.categories.items():
-        lines.append(f"{name:<18}{category.n:>5}{category.score:>9.3f}")
-    lines.append(f"{'overall':<18}{len(report.results):>5}{report.score:>9.3f}")
+        lines.append(f"{name:<{width}}{category.n:>5}{category.score:>9.3f}")
+    lines.append(f"{'overall':<{width}}{len(report.results):>5}{report.score:>9.3f}")
     lines.append("")
     calls = report.calls
     lines.append(
@@ -245,6 +265,9 @@ def _layer_list(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from mstar_ray.tasks.beam import SIZES as BEAM_SIZES
+    from mstar_ray.tasks.registry import TASK_NAMES
+
     parser = argparse.ArgumentParser(prog="mstar-ray", description="Search for LLM-agent memory programs (M*).")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -252,15 +275,21 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("program", help="path to the program's .py file")
     check.set_defaults(handler=cmd_check)
 
+    seeds = commands.add_parser("seeds", help="list the seed library (names for search.seeds), or print one seed")
+    seeds.add_argument("name", nargs="?", help="print this seed's program")
+    seeds.set_defaults(handler=cmd_seeds)
+
     ev = commands.add_parser("eval", help="evaluate one memory program on a task")
     ev.add_argument("program", help="path to the program's .py file")
-    ev.add_argument("--task", choices=["locomo", "synthetic"], default="synthetic")
+    ev.add_argument("--task", choices=TASK_NAMES, default="synthetic")
     ev.add_argument("--limit", type=int, default=None, help="at most N questions, spread over categories")
     ev.add_argument("--texts", type=int, default=None, metavar="N",
                     help="write only the N texts that best cover the questions asked (as the search chooses its "
                          "training texts); default: every text of the task")
-    ev.add_argument("--conversation", type=int, default=0, help="LoCoMo conversation index (0-based)")
-    ev.add_argument("--data", default=None, help="path to locomo10.json (else $MSTAR_LOCOMO_PATH, caches)")
+    ev.add_argument("--conversation", type=int, default=0, help="LoCoMo or BEAM conversation index (0-based)")
+    ev.add_argument("--data", default=None,
+                    help="path to locomo10.json (else $MSTAR_LOCOMO_PATH, caches); for beam, BEAM's chats directory")
+    ev.add_argument("--size", default="100K", choices=BEAM_SIZES, help="BEAM conversation size")
     ev.add_argument("--seed", type=int, default=0, help="seed of the synthetic task")
     ev.add_argument("--call-timeout", type=float, default=60.0, help="wall deadline of one write/read in seconds")
     ev.add_argument("--json", action="store_true", help="print the full report as JSON")

@@ -30,6 +30,9 @@ ALLOWED_DUNDER_ATTRIBUTES = frozenset({"__init__", "__name__", "__doc__", "__pos
 
 # (method, positional parameters after self)
 REQUIRED_METHODS = (("__init__", ("toolkit",)), ("write", ("item", "raw_text")), ("read", ("query",)))
+# Optional: ``feedback(query, score)`` is called after a training question's answer is scored (never on the
+# questions that give the fitness or the test score), with the same limits as a read.
+OPTIONAL_METHODS = (("feedback", ("query", "score")),)
 
 _JSON_SCALARS = {"str": "str", "int": "int", "float": "float", "bool": "bool"}
 
@@ -50,6 +53,7 @@ class ProgramInfo:
 
     schema: ProgramSchema
     constants: dict[str, str]
+    has_feedback: bool = False
 
 
 class ContractError(ValueError):
@@ -95,10 +99,11 @@ class _Checker:
                 self.add(1, "missing-class", f"missing module-level class {name} (a @dataclass)")
             else:
                 schema[name] = self._check_schema_class(classes[name])
+        has_feedback = False
         if LOGIC_CLASS not in classes:
             self.add(1, "missing-class", f"missing module-level class {LOGIC_CLASS}")
         else:
-            self._check_logic_class(classes[LOGIC_CLASS], classes)
+            has_feedback = self._check_logic_class(classes[LOGIC_CLASS], classes)
         constants = self._check_constants(tree)
 
         self.violations.sort(key=lambda v: (v.line, v.code))
@@ -107,6 +112,7 @@ class _Checker:
         info = ProgramInfo(
             schema=ProgramSchema(knowledge_item=schema["KnowledgeItem"], query=schema["Query"]),
             constants=constants,
+            has_feedback=has_feedback,
         )
         return [], info
 
@@ -191,27 +197,35 @@ class _Checker:
 
     # --- logic ---------------------------------------------------------------------------------
 
-    def _check_logic_class(self, cls: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> None:
+    def _check_logic_class(self, cls: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> bool:
+        """Checks the required methods and any optional one defined; returns whether ``feedback`` is."""
         methods = _methods_with_local_bases(cls, classes)
         for method, params in REQUIRED_METHODS:
             fn = methods.get(method)
             if fn is None:
                 self.add(cls, "signature", f"{LOGIC_CLASS}.{method}(self, {', '.join(params)}) is missing")
                 continue
-            if isinstance(fn, ast.AsyncFunctionDef):
-                self.add(fn, "signature", f"{LOGIC_CLASS}.{method} must not be async")
-            args = fn.args
-            positional = [a.arg for a in args.posonlyargs + args.args]
-            required = len(positional) - len(args.defaults)
-            expected = 1 + len(params)
-            required_kwonly = [a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
-            if len(positional) < expected and args.vararg is None or required > expected or required_kwonly:
-                got = ast.unparse(args)
-                self.add(
-                    fn,
-                    "signature",
-                    f"{LOGIC_CLASS}.{method}({got}) must accept exactly (self, {', '.join(params)})",
-                )
+            self._check_signature(fn, method, params)
+        for method, params in OPTIONAL_METHODS:
+            if method in methods:
+                self._check_signature(methods[method], method, params)
+        return "feedback" in methods
+
+    def _check_signature(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, method: str, params: tuple[str, ...]) -> None:
+        if isinstance(fn, ast.AsyncFunctionDef):
+            self.add(fn, "signature", f"{LOGIC_CLASS}.{method} must not be async")
+        args = fn.args
+        positional = [a.arg for a in args.posonlyargs + args.args]
+        required = len(positional) - len(args.defaults)
+        expected = 1 + len(params)
+        required_kwonly = [a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
+        if len(positional) < expected and args.vararg is None or required > expected or required_kwonly:
+            got = ast.unparse(args)
+            self.add(
+                fn,
+                "signature",
+                f"{LOGIC_CLASS}.{method}({got}) must accept exactly (self, {', '.join(params)})",
+            )
 
     # --- instruction ---------------------------------------------------------------------------
 

@@ -8,11 +8,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from mstar_ray.config_file import load_yaml
+from mstar_ray import seeds as library
+from mstar_ray.config_file import ConfigError, load_yaml
+from mstar_ray.contract import ContractError, Violation, check_source
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.sandbox_host import SandboxLimits
-
-DEFAULT_SEEDS = ("seeds/vector_search.py", "seeds/llm_summarizer.py", "seeds/experience_learner.py")
+from mstar_ray.tasks.beam import SIZES as BEAM_SIZES
+from mstar_ray.tasks.registry import TASK_NAMES
 
 
 class _Section(BaseModel):
@@ -20,13 +22,21 @@ class _Section(BaseModel):
 
 
 class TaskConfig(_Section):
-    name: Literal["synthetic", "locomo"] = "synthetic"
+    name: Literal[TASK_NAMES] = "synthetic"
     seed: int = Field(0, description="synthetic: which generated world")
-    conversation: int = Field(0, ge=0, description="locomo: which conversation")
-    data: str | None = Field(None, description="locomo: path to locomo10.json (else $MSTAR_LOCOMO_PATH)")
+    conversation: int = Field(0, ge=0, description="locomo, beam: which conversation (0-based)")
+    data: str | None = Field(None, description="locomo: path to locomo10.json (else $MSTAR_LOCOMO_PATH); "
+                             "beam: the directory holding BEAM's chats (required)")
+    size: Literal[BEAM_SIZES] = Field("100K", description="beam: conversation size")
     limit: int | None = Field(None, gt=0, description="at most this many questions, spread over categories")
     granularity: Literal["session", "turn"] = Field(
         "session", description="one raw text per dialogue session (the paper's) or per turn; evidence names turns")
+
+    @model_validator(mode="after")
+    def _data_for_beam(self) -> TaskConfig:
+        if self.name == "beam" and not self.data:
+            raise ValueError("task beam needs data: the directory holding BEAM's chats (BEAM is not shipped)")
+        return self
 
 
 class SplitConfig(_Section):
@@ -42,7 +52,9 @@ class SplitConfig(_Section):
 
 
 class SearchConfig(_Section):
-    seeds: list[str] = Field(default_factory=lambda: list(DEFAULT_SEEDS), min_length=1)
+    seeds: list[str] = Field(default_factory=lambda: list(library.PAPER_SEEDS), min_length=1,
+                             description="library names (mstar-ray seeds) or paths to program files; a relative "
+                             "path is looked up from the config file's folder, then the working directory")
     seed: int = Field(0, description="every random choice of the run derives from it")
     max_candidates: int | None = Field(20, gt=0, description="children to evaluate (seeds, discards and "
                                        "duplicates not counted); without max_iterations, at most 5 reflections each")
@@ -98,22 +110,36 @@ class RunConfig(_Section):
 
 
 def load_run_config(path: str | Path) -> RunConfig:
-    config = load_yaml(RunConfig, path)
-    base = Path(path).resolve().parent
-    missing = [s for s in config.search.seeds if not _seed_path(s, base).is_file()]
-    if missing:
-        from mstar_ray.config_file import ConfigError
-
-        raise ConfigError(f"{path}: search.seeds: file(s) not found: {', '.join(missing)}")
-    return config
+    return load_yaml(RunConfig, path)
 
 
-def _seed_path(seed: str, base: Path) -> Path:
-    """Seeds are found relative to the working directory first, then to the config file's folder."""
-    path = Path(seed)
-    return path if path.is_absolute() or path.exists() else base / path
+class SeedsBreakContract(ContractError):
+    """Seeds that break the contract: the message names each seed, rule and line, and the run does not start."""
+
+    def __init__(self, config_path: str | Path, broken: list[tuple[int, str, list[Violation]]]):
+        parts = [f"search.seeds[{i}]: {ContractError(violations, seed)}" for i, seed, violations in broken]
+        ValueError.__init__(self, f"{config_path}: " + "\n".join(parts))
+        self.violations = [v for _, _, violations in broken for v in violations]
 
 
 def resolve_seeds(config: RunConfig, config_path: str | Path) -> list[Path]:
-    base = Path(config_path).resolve().parent
-    return [_seed_path(s, base).resolve() for s in config.search.seeds]
+    """The program file of every ``search.seeds`` entry, each checked against the contract. Every problem is
+    reported at once: unknown names and missing files (``ConfigError``), then programs that break the
+    contract (``SeedsBreakContract``)."""
+    config_dir = Path(config_path).resolve().parent
+    paths, problems = [], []
+    for seed in config.search.seeds:
+        try:
+            paths.append(library.resolve(seed, config_dir))
+        except (library.UnknownSeed, FileNotFoundError) as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ConfigError(f"{config_path}: search.seeds: " + "; ".join(problems))
+    broken = []
+    for index, (seed, path) in enumerate(zip(config.search.seeds, paths)):
+        violations = check_source(path.read_text(encoding="utf-8"))
+        if violations:
+            broken.append((index, seed, violations))
+    if broken:
+        raise SeedsBreakContract(config_path, broken)
+    return paths

@@ -323,6 +323,10 @@ class Sandbox:
             )
         return outcome
 
+    def feedback(self, query: dict[str, Any], score: float) -> Outcome:
+        """``kb.feedback(query, score)``, for programs that define it; the same limits as a read."""
+        return self._call({"op": "feedback", "query": query, "score": float(score)}, "feedback")
+
     def _fatal(self, kind: str, message: str, started: float, llm_calls: int) -> Outcome:
         self._kill()
         outcome = Outcome(ok=False, kind=kind, message=message, seconds=time.monotonic() - started, llm_calls=llm_calls)

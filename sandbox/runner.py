@@ -2,7 +2,8 @@
 
 Runs in the candidate process the keeper forks (``sandbox.zygote``). Messages from the host, each with
 the host's call number: ``{"op": "load", "call", "source"}``, ``{"op": "write", "call", "item",
-"raw_text"}``, ``{"op": "read", "call", "query"}``; the host ends the process when it is done with it.
+"raw_text"}``, ``{"op": "read", "call", "query"}``, ``{"op": "feedback", "call", "query", "score"}`` (only
+for programs that define ``feedback``); the host ends the process when it is done with it.
 First, before any program code runs, this side sends one ``layers`` frame; then each call is answered
 by exactly one ``done`` frame; while a call runs, this side may send ``llm``/``embed`` requests (each
 answered by one ``reply``) and ``violation`` notices (not answered). Everything here after the program
@@ -81,6 +82,8 @@ class Session:
                 value = self.write(message["item"], message["raw_text"])
             elif op == "read":
                 value = self.read(message["query"])
+            elif op == "feedback":
+                value = self.feedback(message["query"], message["score"])
             else:
                 return {"op": "done", "ok": False, "kind": "protocol", "message": f"unknown op {op!r}"}
         except MemoryError:
@@ -169,6 +172,15 @@ class Session:
         if not isinstance(value, str):
             raise _HarnessError("contract", f"read() returned {type(value).__name__}, not str")
         return str.__str__(value)  # a plain copy: a str subclass's own methods never run again
+
+    def feedback(self, query: Any, score: Any) -> None:
+        method = getattr(self.kb, "feedback", None)
+        if not callable(method):
+            raise _HarnessError("contract", "the program defines no KnowledgeBase.feedback(query, score)")
+        if isinstance(score, bool) or not isinstance(score, (int, float)):
+            raise _HarnessError("bad_input", f"feedback score must be a number, not {type(score).__name__}")
+        method(self._build("Query", query), float(score))
+        return None
 
 
 class _HarnessError(Exception):

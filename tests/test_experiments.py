@@ -1,4 +1,5 @@
-"""Every shipped experiment config loads, with its seeds found: a typo there would meet a user first."""
+"""Every shipped experiment config loads, with its seeds found from any working directory: a typo there would
+meet a user first."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ EXPERIMENTS = sorted((Path(__file__).resolve().parents[1] / "experiments").glob(
 
 
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=[p.stem for p in EXPERIMENTS])
-def test_experiment_config_loads(path: Path) -> None:
+def test_experiment_config_loads(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
     config = load_run_config(path)
     assert all(seed.exists() for seed in resolve_seeds(config, path))
 

@@ -41,7 +41,8 @@ class EvaluatorActor:
         reporter = ProgressReporter(self.board, job.key) if self.board is not None else None
         try:
             report = evaluate(job.source, task, self.backend, self.embedder, limits=self.limits,
-                              judge=self.judge if job.judge else None, progress=reporter)
+                              judge=self.judge if job.judge else None, progress=reporter,
+                              feedback_ids=job.feedback_ids)
         finally:
             if reporter is not None:
                 reporter.close()

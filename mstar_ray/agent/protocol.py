@@ -2,15 +2,17 @@
 
 Write phase: each raw text -> the backend extracts a ``KnowledgeItem`` -> ``kb.write`` in the sandbox
 (serially: the knowledge base is stateful). Read phase: each question -> ``Query`` -> ``kb.read`` ->
-the backend answers from the context -> token F1 against the gold answer. A contract violation at run
-time (timeout, LLM budget, oversized read, forbidden operation, crash...) scores the program 0, as the
-paper does, and is reported with its reason so a reflector can fix it.
+the backend answers from the context -> token F1 against the gold answer. For a program that defines
+``feedback(query, score)``, the questions named as its feedback slice (training questions: never the ones
+whose scores are its fitness or its test result) are answered first, each followed by that call. A contract
+violation at run time (timeout, LLM budget, oversized read, forbidden operation, crash...) scores the program
+0, as the paper does, and is reported with its reason so a reflector can fix it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +51,7 @@ class CategoryScore(BaseModel):
 
 
 class RuntimeViolation(BaseModel):
-    phase: str  # load | write | read
+    phase: str  # load | write | read | feedback
     kind: str
     message: str
     traceback: str = ""
@@ -80,6 +82,12 @@ class EvalReport(BaseModel):
     embedding: StepUsage | None = None  # texts embedded and cache hits (cached embedders)
     wall_seconds: float
     sandbox: SandboxInfo
+
+    def without(self, ids: Collection[str]) -> EvalReport:
+        """The report without the results of ``ids`` (a feedback slice that is not to be logged)."""
+        kept = [r for r in self.results if r.id not in set(ids)]
+        score, categories = _summarise(kept)
+        return self.model_copy(update={"results": kept, "score": score, "categories": categories})
 
 
 @dataclass
@@ -140,12 +148,16 @@ def evaluate(
     questions: list[Question] | None = None,
     judge: Judge | None = None,
     progress: ProgressHook | None = None,
+    feedback_ids: Collection[str] = (),
 ) -> EvalReport:
     """Run the protocol for ``source`` on ``task`` (or on a subset of its ``questions``).
 
     ``progress``, if given, is called with the same :class:`EvalProgress` after the program loads, after
     every write and every question, and once at the end (``finished``); it must be quick and must not
     keep the object past the call without copying it.
+    ``feedback_ids``: questions answered first and followed by ``kb.feedback(query, score)``, if the program
+    defines it (otherwise ignored: nothing changes for programs without feedback). They are reported like the
+    others but never judged.
     Raises ``ContractError`` when the program fails the static checks: it is never started then.
     """
     info = inspect_program(source)
@@ -159,7 +171,10 @@ def evaluate(
     judge_before = judge.client.usage() if judge else {}
     embedding_before = embedder.usage() if isinstance(embedder, CachedEmbedder) else None
     embed = _CountingEmbedder(embedder)
-    calls = {"extract": 0, "query": 0, "answer": 0, "toolkit_llm": 0}
+    calls = {"extract": 0, "query": 0, "answer": 0, "toolkit_llm": 0, "feedback": 0}
+    feedback = set(feedback_ids) if info.has_feedback else set()
+    # The feedback slice first (a stable sort: each part keeps its order), so what it teaches serves the rest.
+    order = sorted(range(len(questions)), key=lambda i: questions[i].id not in feedback)
     violation: RuntimeViolation | None = None
     write_errors: list[str] = []
     write_example: dict[str, Any] | None = None
@@ -194,7 +209,7 @@ def evaluate(
             state.write_s = time.monotonic() - phase_start
             report_progress(state)
         phase_start = time.monotonic()
-        for result, question in zip(results, questions) if violation is None else []:
+        for result, question in ((results[i], questions[i]) for i in order) if violation is None else []:
             query = backend.build_query(constants["INSTRUCTION_QUERY"], info.schema.query, question.question)
             calls["query"] += 1
             outcome = sandbox.read(query)
@@ -213,7 +228,16 @@ def evaluate(
                     question.question,
                 )
                 result.score = token_f1(result.prediction, question.answer)
-                if judge is not None:
+                if question.id in feedback:
+                    outcome = sandbox.feedback(query, result.score)
+                    calls["feedback"] += 1
+                    calls["toolkit_llm"] += outcome.llm_calls
+                    if outcome.violation:
+                        violation = fatal("feedback", outcome)
+                        break
+                    if not outcome.ok:
+                        result.error = f"feedback: {outcome.describe()}"
+                elif judge is not None:
                     result.judge = judge(question.question, question.answer, result.prediction)
             state.questions_done += 1
             state.read_s = time.monotonic() - phase_start

@@ -25,6 +25,7 @@ from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog.reader import read_rows
 from mstar_ray.runlog.sources import load_source
 from mstar_ray.search.population import Member
+from mstar_ray.seeds import canonical
 
 # The only settings a resume may change: how much more to spend.
 BUDGET_KEYS = ("search.max_candidates", "search.max_iterations", "search.max_wall_s", "llm.budget")
@@ -58,11 +59,17 @@ def _flatten(data: dict, prefix: str = "") -> dict[str, object]:
     return flat
 
 
+def _comparable(config: RunConfig) -> dict:
+    data = config.model_dump(mode="json")
+    data["search"]["seeds"] = [canonical(seed) for seed in data["search"]["seeds"]]
+    return data
+
+
 def merge_resume_config(stored: RunConfig, given: RunConfig | None) -> RunConfig:
     """The stored config with the given one's budget; any other difference is refused, naming the key."""
     if given is None:
         return stored
-    before, after = _flatten(stored.model_dump(mode="json")), _flatten(given.model_dump(mode="json"))
+    before, after = _flatten(_comparable(stored)), _flatten(_comparable(given))
     changed = sorted(k for k in before.keys() | after.keys()
                      if before.get(k) != after.get(k) and not k.startswith(BUDGET_KEYS))
     if changed:

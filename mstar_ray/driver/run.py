@@ -36,7 +36,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         seeds = resolve_seeds(config, config_path)
     t = config.task
     task = load_task(t.name, conversation=t.conversation, limit=t.limit, data_path=t.data, seed=t.seed,
-                     granularity=t.granularity)
+                     granularity=t.granularity, size=t.size)
     progress = Progress()
     # Before anything is started or spent. The timeouts it measures are for this process's run only:
     # config.yaml keeps the config as written, so a resume measures again (the machine may have changed).

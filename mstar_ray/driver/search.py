@@ -23,6 +23,7 @@ from mstar_ray.actors.progress_board import start_progress_board
 from mstar_ray.actors.reflector import ReflectorActor
 from mstar_ray.actors.run_services import start_run_services
 from mstar_ray.actors.structure_tasks import pairwise_on_ray
+from mstar_ray.contract import inspect_program
 from mstar_ray.driver.candidate import Candidate
 from mstar_ray.driver.cluster import pool_size
 from mstar_ray.driver.progress import InFlight, Progress, ProgressState
@@ -251,9 +252,13 @@ class SearchDriver:
     def _submit_eval(self, candidate: Candidate, actor) -> None:
         questions = self._search_questions(candidate.iteration)
         written = self.plan.written(questions)
+        static = self.plan.split.static
+        # The rotating questions are the feedback slice of a program that learns from feedback (MemRL): they are
+        # training questions, answered before the static ones whose mean is the fitness.
         job = EvalJob(candidate_id=candidate.id, source=candidate.source, purpose="search", task_name=self.task.name,
                       texts=[self.texts[t] for t in written], questions=[self.questions[q] for q in questions],
-                      static_ids=self.plan.split.static, judge=self.config.search.judge_on == "all")
+                      static_ids=static, judge=self.config.search.judge_on == "all",
+                      feedback_ids=[q for q in questions if q not in static])
         self.flights[actor.evaluate.remote(job)] = Flight("eval", actor, job, candidate)
         extra = len(written) - len(self.plan.split.train_texts)
         self.run_dir.event("started", candidate=candidate.id, iteration=candidate.iteration,
@@ -530,17 +535,27 @@ class SearchDriver:
     def _side_evaluations(self, members: list[Member], purpose: str, question_ids: list[str],
                           texts: list[str]) -> dict[str, EvalOutcome]:
         """Evaluations outside the search (the confirmation, the test), waited for with the live line and
-        ``live.json`` showing how far each has got."""
-        jobs = {m.id: EvalJob(candidate_id=m.id, source=m.source, purpose=purpose, task_name=self.task.name,
-                              texts=[self.texts[t] for t in texts], questions=[self.questions[q] for q in question_ids],
-                              static_ids=question_ids, judge=purpose == "test") for m in members}
+        ``live.json`` showing how far each has got. A program that learns from feedback gets it on the static
+        questions first, as in the search it got it on rotating questions before the static ones; those answers
+        are neither scored nor logged here."""
+        jobs = {}
+        for m in members:
+            feedback = list(self.plan.split.static) if inspect_program(m.source).has_feedback else []
+            wanted = {*texts, *self.plan.evidence_texts(feedback)}  # the feedback questions' evidence too
+            jobs[m.id] = EvalJob(candidate_id=m.id, source=m.source, purpose=purpose, task_name=self.task.name,
+                                 texts=[text for text_id, text in self.texts.items() if text_id in wanted],
+                                 questions=[self.questions[q] for q in question_ids + feedback],
+                                 static_ids=question_ids, judge=purpose == "test", feedback_ids=feedback)
         refs = {self.evaluators[i % len(self.evaluators)].evaluate.remote(jobs[m.id]): m.id for i, m in enumerate(members)}
         outcomes: dict[str, EvalOutcome] = {}
         while len(outcomes) < len(refs):
             waiting = [ref for ref, member_id in refs.items() if member_id not in outcomes]
             ready, _ = ray.wait(waiting, num_returns=len(waiting), timeout=WAIT_S)
             for ref in ready:
-                outcomes[refs[ref]] = ray.get(ref)
+                member_id = refs[ref]
+                outcome = ray.get(ref)
+                report = outcome.report.without(jobs[member_id].feedback_ids)
+                outcomes[member_id] = outcome.model_copy(update={"report": report})
             self._refresh(jobs=[jobs[i] for i in jobs if i not in outcomes])
         split = "test" if purpose == "test" else "confirmation"
         for m in members:

@@ -1,5 +1,5 @@
 """The smoke test a child must pass before it is worth an evaluation: load it in a sandbox, write one
-text, read one query. The items are filled without a model and toolkit LLM calls are answered offline:
+text, read one query (and give feedback on it, if the program takes feedback). The items are filled without a model and toolkit LLM calls are answered offline:
 this checks that the program runs, not how well it remembers."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ def _trace(outcome) -> str:
 
 def smoke_test(source: str, embedder: Embedder, limits: SandboxLimits | None = None) -> str | None:
     """``None`` when the program loads, writes and reads; otherwise the full error for the reflector."""
-    schema = inspect_program(source).schema
+    info = inspect_program(source)
+    schema = info.schema
     with Sandbox(source, limits=limits, llm=toolkit_answer, embed=embedder.embed) as sandbox:
         outcome = sandbox.start()
         if not outcome.ok:
@@ -28,7 +29,12 @@ def smoke_test(source: str, embedder: Embedder, limits: SandboxLimits | None = N
         outcome = sandbox.write(fallback(schema.knowledge_item, SAMPLE_TEXT), SAMPLE_TEXT)
         if not outcome.ok:
             return f"smoke test: write() failed: {_trace(outcome)}"
-        outcome = sandbox.read(fallback(schema.query, SAMPLE_QUESTION))
+        query = fallback(schema.query, SAMPLE_QUESTION)
+        outcome = sandbox.read(query)
         if not outcome.ok:
             return f"smoke test: read() failed: {_trace(outcome)}"
+        if info.has_feedback:
+            outcome = sandbox.feedback(query, 0.5)
+            if not outcome.ok:
+                return f"smoke test: feedback() failed: {_trace(outcome)}"
     return None

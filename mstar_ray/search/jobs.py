@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
 from mstar_ray.agent.protocol import EvalReport
 from mstar_ray.llm.usage import CallLog
@@ -24,6 +24,15 @@ class EvalJob(BaseModel):
     questions: list[Question]
     static_ids: list[str]  # the questions whose mean score is the fitness
     judge: bool = False
+    # Answered first and followed by kb.feedback(query, score), for programs that define it; never static ids.
+    feedback_ids: list[str] = []
+
+    @model_validator(mode="after")
+    def _feedback_never_scored(self) -> EvalJob:
+        scored = set(self.feedback_ids) & set(self.static_ids)
+        if scored:
+            raise ValueError(f"feedback on questions whose scores are reported: {sorted(scored)[:5]}")
+        return self
 
     @property
     def key(self) -> str:

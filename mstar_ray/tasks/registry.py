@@ -10,7 +10,7 @@ from mstar_ray.tasks.model import Question, Task
 
 logger = logging.getLogger(__name__)
 
-TASK_NAMES: tuple[str, ...] = ("locomo", "synthetic")
+TASK_NAMES: tuple[str, ...] = ("locomo", "synthetic", "beam")
 
 
 def limit_questions(questions: Sequence[Question], limit: int | None) -> list[Question]:
@@ -45,13 +45,16 @@ def load_task(
     seed: int = 0,
     categories: tuple[int, ...] | None = None,
     granularity: Granularity = "session",
+    size: str = "100K",
 ) -> Task:
     """Build the named task.
 
     ``granularity`` cuts a dialogue into raw texts: one per session (the default, as the M* paper) or
-    one per turn (``mstar_ray.tasks.dialogue``). Options that do not apply to the chosen task (``conversation``, ``data_path`` and ``categories`` for
-    ``synthetic``; ``seed`` for ``locomo``) are ignored, so one config shape can drive either task.
-    ``categories`` are LoCoMo's numeric categories; ``None`` means the default 1-4.
+    one per turn (``mstar_ray.tasks.dialogue``); BEAM's texts are always one message each. Options that do
+    not apply to the chosen task (``conversation``, ``data_path`` and ``categories`` for ``synthetic``;
+    ``seed`` for ``locomo`` and ``beam``; ``size`` but for ``beam``) are ignored, so one config shape can
+    drive any task. ``categories`` are LoCoMo's numeric categories; ``None`` means the default 1-4. For
+    ``beam``, ``data_path`` is the directory holding BEAM's chats and ``size`` its conversation size.
     """
     key = name.strip().lower()
     # Imported here so that picking one task never pays for (or breaks on) the other's module.
@@ -65,6 +68,10 @@ def load_task(
             limit=limit,
             granularity=granularity,
         )
+    if key == "beam":
+        from mstar_ray.tasks.beam import load_beam
+
+        return load_beam(data_path, size=size, conversation=conversation, limit=limit)
     if key == "synthetic":
         from mstar_ray.tasks.synthetic import make_synthetic
 
