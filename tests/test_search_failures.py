@@ -23,18 +23,17 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from fault_resume import table  # noqa: E402
 
 # Passes nothing the evaluator needs: no KnowledgeBase, so the static checks inside the evaluation raise.
-BROKEN_SEED = '"""Seed with no KnowledgeBase."""\nINSTRUCTION_KNOWLEDGE_ITEM = INSTRUCTION_QUERY = ""\n'
+# (A run refuses such a seed before it starts, so it reaches an evaluator as a queued child of the run.)
+BROKEN = '"""A child with no KnowledgeBase."""\nINSTRUCTION_KNOWLEDGE_ITEM = INSTRUCTION_QUERY = ""\n'
 
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("failures")
-    broken = folder / "broken_seed.py"
-    broken.write_text(BROKEN_SEED)
     config = {
         "task": {"name": "synthetic", "seed": 1},
         "split": {"static_size": 6, "rotating_size": 2, "train_ratio": 2.0},
-        "search": {"seeds": [str(SEEDS / "experience_learner.py"), str(broken)], "max_candidates": 2,
+        "search": {"seeds": [str(SEEDS / "experience_learner.py")], "max_candidates": 2,
                    "reflections_in_flight": 1, "evaluations_in_flight": 2},
         "llm": {"embedding": {"kind": "hashing"}},
         "ray": {"num_cpus": 2},
@@ -46,22 +45,34 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_dir
 
 
-def test_an_evaluation_that_raises_is_that_candidates_failure(finished_run: Path):
-    rows = {row["id"]: row for row in table(finished_run, "candidates")}
-    failed = rows[program_id(BROKEN_SEED)]
+def queue(run_dir: Path, source: str, message: str) -> tuple[Candidate, RunDir]:
+    """A child the driver had queued when it stopped: a resume sends it to an evaluator."""
+    seed = next(row["id"] for row in table(run_dir, "candidates") if row["origin"] == "seed")
+    candidate = Candidate(id=program_id(source), source=source, parent=seed, origin="reflection",
+                          commit_message=message, iteration=1)
+    directory = RunDir(run_dir)
+    directory.write_program(source)
+    directory.write_queued(candidate)
+    return candidate, directory
+
+
+def test_an_evaluation_that_raises_is_that_candidates_failure(finished_run: Path, capsys: pytest.CaptureFixture):
+    evaluated = json.loads((finished_run / "summary.json").read_text())["candidates_evaluated"]
+    candidate, directory = queue(finished_run, BROKEN, "breaks the contract")
+    directory.close()
+    code = main(["run", "--resume", str(finished_run)])
+    output = capsys.readouterr()
+    assert code == 0, output.out[-3000:] + output.err[-3000:]  # the search went on and ended
+    failed = [row for row in table(finished_run, "candidates") if row["id"] == candidate.id][-1]
     assert failed["status"] == "failed" and "ContractError" in failed["violation_message"]
     assert any(e["kind"] == "failed" and e["candidate"] == failed["id"] for e in table(finished_run, "events"))
     summary = json.loads((finished_run / "summary.json").read_text())
-    assert summary["candidates_evaluated"] == 2  # the search went on to its budget
+    assert summary["candidates_evaluated"] == evaluated + 1  # counted like an evaluation
 
 
 def test_a_resume_skips_a_candidate_that_crashed_evaluators(finished_run: Path, capsys: pytest.CaptureFixture):
     source = (SEEDS / "vector_search.py").read_text().replace("TOP_K = 5", "TOP_K = 4")
-    candidate = Candidate(id=program_id(source), source=source, parent=None, origin="reflection",
-                          commit_message="crashes its evaluators", iteration=1)
-    directory = RunDir(finished_run)
-    directory.write_program(source)
-    directory.write_queued(candidate)
+    candidate, directory = queue(finished_run, source, "crashes its evaluators")
     for _ in range(2):  # what the driver logs each time an evaluator died on it, Ray's own retries spent
         directory.event("retried", candidate=candidate.id, detail="eval actor died: ActorDiedError")
     directory.close()
