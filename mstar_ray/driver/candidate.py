@@ -4,6 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mstar_ray.program_id import program_id
+
+
+@dataclass(frozen=True)
+class Seed:
+    """A program the run starts from: its name (the library's, or the file's stem) and its source."""
+
+    name: str
+    source: str
+
+    def candidate(self) -> Candidate:
+        return Candidate(id=program_id(self.source), source=self.source, parent=None, origin="seed",
+                         commit_message=f"seed {self.name}", iteration=0)
+
 
 @dataclass
 class Candidate:
