@@ -6,7 +6,7 @@ not only with the offline backend.
         --llm-model smollm2 [--seeds a,b] [--conversation 1] [--limit 10] [--cache FILE.sqlite]
 
 The questions are ``--limit`` of the conversation's, spread over categories; the texts written are the
-turns of the sessions that hold their evidence (as a search writes a chosen subset of texts, not all of
+texts (sessions) that hold their evidence (as a search writes a chosen subset of texts, not all of
 them), so that a small model on a shared CPU answers in minutes, not hours. Every LLM call of the protocol
 (extraction, query, answer, the program's own toolkit calls) goes to the model.
 """
@@ -24,10 +24,6 @@ from mstar_ray.llm.roles import RoleClients, probe_endpoints
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.sandbox_host import SandboxLimits
 from mstar_ray.tasks.registry import load_task
-
-
-def session_of(text_id: str) -> str:
-    return text_id.split(":", 1)[0]  # LoCoMo dialogue ids are D<session>:<turn>
 
 
 def main() -> None:
@@ -49,10 +45,11 @@ def main() -> None:
     probe_endpoints(settings)
     roles = RoleClients(settings, cache=SqliteCache(args.cache) if args.cache else None)
     full = load_task("locomo", conversation=args.conversation, limit=args.limit, data_path=args.data)
-    sessions = {session_of(e) for q in full.questions for e in q.evidence}
-    task = full.model_copy(update={"texts": [t for t in full.texts if session_of(t.id) in sessions]})
-    print(f"{task.name}: {len(task.questions)} questions, {len(task.texts)} texts from sessions "
-          f"{', '.join(sorted(sessions, key=lambda s: int(s[1:])))}; model {args.llm_model}", flush=True)
+    holders = full.evidence_holders()
+    wanted = {holders[e] for q in full.questions for e in q.evidence if e in holders}
+    task = full.model_copy(update={"texts": [t for t in full.texts if t.id in wanted]})
+    print(f"{task.name}: {len(task.questions)} questions, the {len(task.texts)} texts holding their evidence "
+          f"({', '.join(t.id for t in task.texts)}); model {args.llm_model}", flush=True)
     rows = []
     for name in args.seeds.split(","):
         started = time.monotonic()

@@ -45,7 +45,7 @@ def _run_as_nobody(bwrap: sandbox_jail.Bwrap, home: str) -> str:
     basetemp = os.path.join(home, "pytest")
     paths = [*sandbox_jail.read_only_paths(), str(ROOT), sys.executable, bwrap.path]
     command = sandbox_jail.as_nobody(bwrap, paths, [
-        sys.executable, "-m", "pytest", *SUITES, "-q", "-p", "no:cacheprovider", "-m", "not slow",
+        sys.executable, "-m", "pytest", *SUITES, "-q", "-p", "no:cacheprovider", "-n", "0", "-m", "not slow",
         f"--basetemp={basetemp}"])
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "PYTHONDONTWRITEBYTECODE": "1",
            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",

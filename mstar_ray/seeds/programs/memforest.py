@@ -37,6 +37,7 @@ EVENT_NODES = 10
 JOIN_ANY_EVENT = 0.45
 JOIN_CURRENT_EVENT = 0.08
 RECENT_EVENTS = 50
+MERGE_PROMPT_CHARS = 12000  # longer merged nodes keep their lines: the toolkit caps a prompt's size
 ANCHORS = 4
 PROPAGATION = 0.6
 SHOWN_NODES = 10
@@ -151,6 +152,8 @@ class KnowledgeBase:
         keeps every number, date and name of the two."""
         joined = first + second
         text = "\n".join(joined)
+        if len(text) > MERGE_PROMPT_CHARS:
+            return joined
         prompt = f"{text}\nCan you merge these memories into one short note, keeping every name, date and number?"
         try:
             merged = str(self.toolkit.llm_completion([{"role": "user", "content": prompt}])).strip()

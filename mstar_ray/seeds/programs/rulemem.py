@@ -36,6 +36,7 @@ ALWAYS_ON_KNOWLEDGE = ""
 MAX_CONTEXT_CHARS = 3000
 RULE_EVERY = 25
 RULE_SOURCE_FACTS = 25
+FACT_CHARS = 400  # a fact's share of the induction prompt (a whole session as a fact would crowd out the rest)
 MAX_RULES_PER_INDUCTION = 5
 MIN_SUPPORT = 3
 MIN_LIFT = 3.0
@@ -106,7 +107,7 @@ class KnowledgeBase:
 
     def _induce(self):
         recent = self.facts[-RULE_SOURCE_FACTS:]
-        listing = "\n".join(f"- {fact or text}" for text, fact, _ in recent)
+        listing = "\n".join(f"- {(fact or text)[:FACT_CHARS]}" for text, fact, _ in recent)
         prompt = (
             f"{listing}\n"
             f"Which general rules do these facts support? Write at most {MAX_RULES_PER_INDUCTION} lines, each "
