@@ -51,6 +51,11 @@ class World:
     server_baseline: tuple = ()
 
 
+# Where the "places others look" attack writes with the layers off: a name of this process's own, so that the
+# table never writes the file the hostile tests check for (they may run beside it).
+PLANTED_NAME = f"mstar-pwned-table-{os.getpid()}"
+
+
 @dataclass
 class Attack:
     cls: str
@@ -91,9 +96,10 @@ ATTACKS = [
            lambda o, w, c: o.kind == "crashed"),  # the process image was replaced: the channel closed on exec
     Attack("network: reach the host", "sockets", lambda w: f"tcp|{w.port}", lambda o, w, c: bool(w.arrived)),
     Attack("network: open a socket", "sockets", lambda w: "inet", _said_escaped),
-    Attack("places others look", "shared_places", lambda w: "shm",
-           lambda o, w, c: os.path.exists("/dev/shm/mstar-pwned")),
-    Attack("places others look", "shared_places", lambda w: "tmp", lambda o, w, c: os.path.exists("/tmp/mstar-pwned")),
+    Attack("places others look", "shared_places", lambda w: f"shm|{PLANTED_NAME}",
+           lambda o, w, c: os.path.exists(f"/dev/shm/{PLANTED_NAME}")),
+    Attack("places others look", "shared_places", lambda w: f"tmp|{PLANTED_NAME}",
+           lambda o, w, c: os.path.exists(f"/tmp/{PLANTED_NAME}")),
     Attack("disk quota", "disk_flood", lambda w: "bytes|96", lambda o, w, c: o.ok),
     Attack("disk quota", "disk_flood", lambda w: "inodes|1500", lambda o, w, c: o.ok),
     Attack("host: forged frames", "forged_frames", lambda w: "done_list", lambda o, w, c: o.ok),
@@ -137,7 +143,7 @@ def restore(world: World) -> World:
         world.server.close()
         world.server = ForkServer(test_disable=disabled)
         world.server_baseline = process_state(world.server.zygote.pid)
-    for leftover in ("/dev/shm/mstar-pwned", "/tmp/mstar-pwned"):
+    for leftover in (f"/dev/shm/{PLANTED_NAME}", f"/tmp/{PLANTED_NAME}"):
         if os.path.exists(leftover):
             os.unlink(leftover)
     plant(world.outside)

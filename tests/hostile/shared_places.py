@@ -1,6 +1,6 @@
 """HOSTILE: writes where other processes look: /dev/shm, /tmp, /var/tmp, /dev; and leaves symlinks
 and hard links in its folder pointing outside, for a careless cleanup to follow. Query: "shm", "tmp",
-"vartmp", "dev" or "links|PATH"."""
+"vartmp", "dev" (each optionally "|NAME", the file's name there: mstar-pwned by default) or "links|PATH"."""
 
 # ATTACK KIT
 
@@ -14,8 +14,8 @@ class KnowledgeBase:
     def read(self, query):
         os, ctypes, libc = escape()
         kind, _, arg = query.text.partition("|")
-        places = {"shm": "/dev/shm/mstar-pwned", "tmp": "/tmp/mstar-pwned", "vartmp": "/var/tmp/mstar-pwned",
-                  "dev": "/dev/mstar-pwned"}
+        name = arg or "mstar-pwned"
+        places = {"shm": "/dev/shm/" + name, "tmp": "/tmp/" + name, "vartmp": "/var/tmp/" + name, "dev": "/dev/" + name}
         if kind in places:
             fd = libc.open(places[kind].encode(), os.O_WRONLY | os.O_CREAT, 0o666)
             return kind + " " + verdict(ctypes, os, fd)
