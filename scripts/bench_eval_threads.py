@@ -31,13 +31,12 @@ def measure(eval_args: list[str], threads: int | None) -> tuple[float, float]:
     env = {k: v for k, v in os.environ.items() if k not in BLAS}
     if threads is not None:
         env.update({name: str(threads) for name in BLAS})
-    shared = ROOT.parent / "shared" / "data" / "locomo10.json"
-    if "MSTAR_LOCOMO_PATH" not in env and shared.exists():
-        env["MSTAR_LOCOMO_PATH"] = str(shared)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "mstar_ray.cli", "eval", *eval_args], cwd=ROOT, env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    done = subprocess.run([sys.executable, "-m", "mstar_ray.cli", "eval", *eval_args], cwd=ROOT, env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode:
+        sys.exit(f"mstar-ray eval exited {done.returncode}:\n{done.stderr[-2000:]}")
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

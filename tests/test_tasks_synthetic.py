@@ -10,8 +10,8 @@ from collections import Counter
 import pytest
 
 from mstar_ray.tasks import synthetic
-from mstar_ray.tasks.model import Question, Task
-from mstar_ray.tasks.registry import TASK_NAMES, limit_questions, load_task
+from mstar_ray.tasks.model import Question, Task, limit_questions
+from mstar_ray.tasks.registry import TASK_NAMES, load_task
 from mstar_ray.tasks.synthetic import CATEGORIES, make_synthetic
 
 CONFIGS = [
@@ -213,7 +213,7 @@ def test_registry_unknown_name_lists_valid_ones() -> None:
     with pytest.raises(ValueError) as caught:
         load_task("nope")
     assert all(name in str(caught.value) for name in TASK_NAMES)
-    assert set(TASK_NAMES) == {"locomo", "synthetic"}
+    assert set(TASK_NAMES) == {"locomo", "synthetic", "beam"}
 
 
 def _q(index: int, category: str) -> Question:

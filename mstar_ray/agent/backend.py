@@ -29,11 +29,3 @@ class AgentBackend(Protocol):
 
     def usage(self) -> dict[str, StepUsage]:
         """Requests so far per step (cumulative; callers take differences)."""
-
-
-class Embedder(Protocol):
-    name: str
-    dim: int
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        """One unit-length vector per text, in order."""

@@ -7,7 +7,7 @@ import time
 
 from pydantic import BaseModel
 
-from mstar_ray.agent.protocol import EvalProgress
+from mstar_ray.results import EvalProgress
 
 
 class InFlight(BaseModel):

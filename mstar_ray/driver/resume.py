@@ -15,12 +15,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mstar_ray.agent.protocol import QuestionResult
 from mstar_ray.config_file import ConfigError
 from mstar_ray.driver.candidate import Candidate
 from mstar_ray.llm.ledger import RoleUsage
 from mstar_ray.program_ast import changed_pieces
 from mstar_ray.reflect.request import LineageEntry
+from mstar_ray.results import QuestionResult
 from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog.reader import read_rows
 from mstar_ray.runlog.sources import load_source

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mstar_ray.actors.wiring import probe_endpoints
 from mstar_ray.driver.progress import Progress
 from mstar_ray.driver.run_dir import RunDir
-from mstar_ray.llm.roles import probe_endpoints
-from mstar_ray.runlog import layout
 from mstar_ray.run_config import load_run_config, resolve_seeds
+from mstar_ray.runlog import layout
 from mstar_ray.tasks.registry import load_task
 
 

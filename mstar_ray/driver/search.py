@@ -23,6 +23,7 @@ from mstar_ray.actors.progress_board import start_progress_board
 from mstar_ray.actors.reflector import ReflectorActor
 from mstar_ray.actors.run_services import start_run_services
 from mstar_ray.actors.structure_tasks import pairwise_on_ray
+from mstar_ray.actors.wiring import RoleClients
 from mstar_ray.contract import inspect_program
 from mstar_ray.driver.candidate import Candidate
 from mstar_ray.driver.cluster import pool_size
@@ -30,7 +31,6 @@ from mstar_ray.driver.progress import InFlight, Progress, ProgressState
 from mstar_ray.driver.resume import Restored
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
-from mstar_ray.llm.roles import RoleClients
 from mstar_ray.program_ast import changed_pieces
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.reflector import Child, Discard

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from mstar_ray.agent.protocol import QuestionResult
+from mstar_ray.results import QuestionResult
 
 ParentMode = Literal["softmax", "greedy", "chain"]
 

@@ -20,8 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mstar_ray.tasks.dialogue import Granularity, dialogue_texts, granularity_suffix
-from mstar_ray.tasks.model import Question, RawText, Task
-from mstar_ray.tasks.registry import limit_questions
+from mstar_ray.tasks.model import Question, RawText, Task, limit_questions
 
 logger = logging.getLogger(__name__)
 
