@@ -13,10 +13,9 @@ import yaml
 from mstar_ray.cli import main
 from mstar_ray.inspect.status import driver_alive, status_text
 from mstar_ray.runlog.writer import LogWriter
+from scripts.fault_resume import config
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-from fault_resume import config  # noqa: E402
 
 
 @pytest.fixture(scope="module")

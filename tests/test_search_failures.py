@@ -6,7 +6,6 @@ evaluator sets up a sandbox at start, and by default a run refuses to start with
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,11 +15,9 @@ from mstar_ray.cli import main
 from mstar_ray.driver.candidate import Candidate
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.program_id import program_id
+from scripts.fault_resume import table
 from tests.conftest import SEEDS
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-from fault_resume import table  # noqa: E402
 
 # Passes nothing the evaluator needs: no KnowledgeBase, so the static checks inside the evaluation raise.
 BROKEN_SEED = '"""Seed with no KnowledgeBase."""\nINSTRUCTION_KNOWLEDGE_ITEM = INSTRUCTION_QUERY = ""\n'

@@ -19,7 +19,7 @@ from mstar_ray.agent.backend import AgentBackend
 from mstar_ray.contract import inspect_program
 from mstar_ray.embedding.cached import CachedEmbedder
 from mstar_ray.embedding.embedder import Embedder
-from mstar_ray.llm.usage import StepUsage, usage_since
+from mstar_ray.llm.usage import usage_since
 from mstar_ray.results import (
     EvalProgress,
     EvalReport,
