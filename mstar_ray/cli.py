@@ -1,8 +1,6 @@
 """``mstar-ray``: check a memory program, or evaluate one on a task.
 
-Exit codes: 0 success; 1 the program broke the contract (statically or at run time); 2 bad input
-(arguments, a bad config, missing or malformed data); 3 an LLM endpoint that cannot be used, or a
-sandbox that cannot be set up; 4 the budget is spent.
+Exit codes: ``mstar_ray.exit_codes``.
 """
 
 from __future__ import annotations
@@ -14,10 +12,9 @@ import sys
 from pathlib import Path
 
 from mstar_ray.contract import ContractError, check_source
+from mstar_ray.exit_codes import EXIT_BUDGET, EXIT_ENDPOINT, EXIT_INPUT, EXIT_OK, EXIT_PROGRAM
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
 from mstar_ray.sandbox_jail import LAYERS, SandboxStartError, SandboxUnavailable
-
-EXIT_OK, EXIT_PROGRAM, EXIT_INPUT, EXIT_ENDPOINT, EXIT_BUDGET = 0, 1, 2, 3, 4
 
 
 def _read_program(path: str) -> str:
@@ -365,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # the reader went away (`mstar-ray status RUN | head`): not an error, and nothing more to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return EXIT_OK
 
 
 if __name__ == "__main__":

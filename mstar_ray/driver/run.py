@@ -8,6 +8,7 @@ from pathlib import Path
 from mstar_ray.actors.wiring import probe_endpoints
 from mstar_ray.driver.progress import Progress
 from mstar_ray.driver.run_dir import RunDir
+from mstar_ray.exit_codes import EXIT_ENDPOINT, EXIT_OK
 from mstar_ray.run_config import load_run_config, resolve_seeds
 from mstar_ray.runlog import layout
 from mstar_ray.tasks.registry import load_task
@@ -53,7 +54,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         directory.event("stopped", detail=f"error: {exc}")
         directory.close()
         progress.message(f"error: {exc}\nfinished work is kept in {directory.path}")
-        return 3
+        return EXIT_ENDPOINT
     finally:
         ray.shutdown()
     def described(member) -> dict:
@@ -79,4 +80,4 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     directory.write_best(result.best.source)
     directory.close()
     print(json.dumps(summary, indent=1))
-    return 0
+    return EXIT_OK
