@@ -262,6 +262,7 @@ def _layer_list(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from mstar_ray.llm.settings import EMBEDDER_KINDS
     from mstar_ray.tasks.beam import SIZES as BEAM_SIZES
     from mstar_ray.tasks.registry import TASK_NAMES
 
@@ -303,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seconds per request; default: chosen from the endpoint's speed measured at start-up")
     ev.add_argument("--llm-config", default=None,
                     help="YAML of the llm settings: task/toolkit/judge endpoints, embedding, prices, budget")
-    ev.add_argument("--embedder", choices=["minilm", "openai", "hashing"], default=None,
+    ev.add_argument("--embedder", choices=EMBEDDER_KINDS, default=None,
                     help="override the embedding kind (default minilm: all-MiniLM-L6-v2 on this machine)")
     ev.add_argument("--cache", default=None, help="SQLite file caching every LLM and embedding call")
     ev.set_defaults(handler=cmd_eval)

@@ -189,11 +189,6 @@ def _parse_sample(file: Path, index: int, raw: Any) -> _RawSample:
         raise ValueError(f"{file}: sample {index} does not have the LoCoMo structure: {_describe(err)}") from err
 
 
-def count_conversations(path: str | Path | None = None) -> int:
-    """Number of conversations (samples) in the LoCoMo file."""
-    return len(_load_samples(path)[1])
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Building the task
 
