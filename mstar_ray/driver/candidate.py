@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from mstar_ray.search.identity import ProgramIdentity
 
 
-@dataclass
-class Candidate:
-    id: str
-    source: str
-    parent: str | None
-    origin: str
-    commit_message: str
-    iteration: int
+class Candidate(ProgramIdentity):
     fix_round: int = 0
     patch: str | None = None
     edit_format: str | None = None
-    tolerances: list[str] = field(default_factory=list)
+    tolerances: list[str] = []
     structural_key: str | None = None
     novelty_parent: float | None = None
     novelty_population: float | None = None

@@ -415,9 +415,8 @@ class SearchDriver:
                 self.state.evaluated += 1
                 self._maybe_fix(candidate, report)
             return
-        member = Member(id=candidate.id, source=candidate.source, parent=candidate.parent, origin=candidate.origin,
-                        commit_message=candidate.commit_message, iteration=candidate.iteration,
-                        score=outcome.static_score, results=report.results, write_example=report.write_example)
+        member = Member(**candidate.identity(), score=outcome.static_score, results=report.results,
+                        write_example=report.write_example)
         challenge = self.incumbent.offer(member)
         self.run_dir.write_evaluation(candidate, outcome, rotating, **fitness, interval=self.incumbent.interval(member),
                                       challenge=challenge)
@@ -559,7 +558,7 @@ class SearchDriver:
             self._refresh(jobs=[jobs[i] for i in jobs if i not in outcomes])
         split = "test" if purpose == "test" else "confirmation"
         for m in members:
-            candidate = Candidate(m.id, m.source, m.parent, m.origin, m.commit_message, m.iteration)
+            candidate = Candidate(**m.identity())
             self.run_dir.write_evaluation(candidate, outcomes[m.id], {q: split for q in question_ids})
         return outcomes
 
