@@ -71,7 +71,7 @@ def test_the_run_stores_its_structural_families_and_the_report_recomputes_them_w
     copy = tmp_path / "copy"
     shutil.copytree(finished_run, copy)
     (copy / "structure.json").unlink()
-    from mstar_ray.driver.resume import restore
+    from mstar_ray.state.replay import restore
 
     recomputed = _families(copy, restore(copy).members)
     assert recomputed.ids == stored.ids and recomputed.labels == stored.labels

@@ -15,9 +15,10 @@ import pytest
 import yaml
 
 from mstar_ray.config_file import ConfigError
-from mstar_ray.driver.resume import merge_resume_config, wall_seconds
+from mstar_ray.driver.resume import merge_resume_config
 from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog.schemas import EventRow
+from mstar_ray.state.replay import wall_seconds
 from scripts.fault_resume import check, config, population, table
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from mstar_ray.cli import main
-from mstar_ray.driver.candidate import Candidate
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.program_id import program_id
+from mstar_ray.state.candidate import Candidate
 from scripts.fault_resume import table
 from tests.conftest import SEEDS
 

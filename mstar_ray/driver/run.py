@@ -18,7 +18,8 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     import ray
 
     from mstar_ray.driver.cluster import connect
-    from mstar_ray.driver.resume import merge_resume_config, restore
+    from mstar_ray.driver.resume import merge_resume_config
+    from mstar_ray.state.replay import restore
     from mstar_ray.driver.search import FatalRunError, SearchDriver
 
     restored = None

@@ -25,10 +25,8 @@ from mstar_ray.actors.run_services import start_run_services
 from mstar_ray.actors.structure_tasks import pairwise_on_ray
 from mstar_ray.actors.wiring import RoleClients
 from mstar_ray.contract import inspect_program
-from mstar_ray.driver.candidate import Candidate
 from mstar_ray.driver.cluster import pool_size
-from mstar_ray.driver.progress import InFlight, Progress, ProgressState
-from mstar_ray.driver.resume import Restored
+from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
 from mstar_ray.program_ast import changed_pieces
@@ -36,11 +34,14 @@ from mstar_ray.program_id import program_id
 from mstar_ray.reflect.reflector import Child, Discard
 from mstar_ray.reflect.request import ALREADY_EVALUATED, LineageEntry, ReflectionRequest, sample_cases
 from mstar_ray.run_config import RunConfig
+from mstar_ray.runlog.live import InFlight
 from mstar_ray.sandbox_host import SandboxStartError, SandboxUnavailable
 from mstar_ray.search.jobs import EvalJob, EvalOutcome
 from mstar_ray.search.population import Member, Population
 from mstar_ray.search.selection import Confirmation, Incumbent, Selection
 from mstar_ray.search.split import SplitPlan
+from mstar_ray.state.candidate import Candidate
+from mstar_ray.state.replay import Restored
 from mstar_ray.structure.families import Families, population_families
 from mstar_ray.structure.index import StructureIndex
 from mstar_ray.tasks.model import Task
