@@ -19,19 +19,18 @@ from scripts.fault_resume import table
 from tests.conftest import SEEDS
 
 
-# Passes nothing the evaluator needs: no KnowledgeBase, so the static checks inside the evaluation raise.
-BROKEN_SEED = '"""Seed with no KnowledgeBase."""\nINSTRUCTION_KNOWLEDGE_ITEM = INSTRUCTION_QUERY = ""\n'
+# Passes nothing the evaluator needs: no KnowledgeBase, so the static checks inside the evaluation raise. A
+# seed like it is refused before a run starts, so it reaches an evaluator the way a child would: queued.
+BROKEN = '"""A child with no KnowledgeBase."""\nINSTRUCTION_KNOWLEDGE_ITEM = INSTRUCTION_QUERY = ""\n'
 
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("failures")
-    broken = folder / "broken_seed.py"
-    broken.write_text(BROKEN_SEED)
     config = {
         "task": {"name": "synthetic", "seed": 1},
         "split": {"static_size": 6, "rotating_size": 2, "train_ratio": 2.0},
-        "search": {"seeds": [str(SEEDS / "experience_learner.py"), str(broken)], "max_candidates": 2,
+        "search": {"seeds": [str(SEEDS / "experience_learner.py")], "max_candidates": 1,
                    "reflections_in_flight": 1, "evaluations_in_flight": 2},
         "llm": {"embedding": {"kind": "hashing"}},
         "ray": {"num_cpus": 2},
@@ -40,16 +39,26 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path.write_text(yaml.safe_dump(config))
     run_dir = folder / "run"
     assert main(["run", str(path), "--run-dir", str(run_dir)]) == 0
+    # The broken child waits in the queue of the interrupted run, and the resume has budget for more.
+    parent = next(row["id"] for row in table(run_dir, "candidates") if row["origin"] == "seed")
+    directory = RunDir(run_dir)
+    directory.write_program(BROKEN)
+    directory.write_queued(Candidate(id=program_id(BROKEN), source=BROKEN, parent=parent, origin="reflection",
+                                     commit_message="drops the KnowledgeBase", iteration=1))
+    directory.close()
+    config["search"]["max_candidates"] = 3
+    path.write_text(yaml.safe_dump(config))
+    assert main(["run", str(path), "--resume", str(run_dir)]) == 0
     return run_dir
 
 
 def test_an_evaluation_that_raises_is_that_candidates_failure(finished_run: Path):
     rows = {row["id"]: row for row in table(finished_run, "candidates")}
-    failed = rows[program_id(BROKEN_SEED)]
+    failed = rows[program_id(BROKEN)]
     assert failed["status"] == "failed" and "ContractError" in failed["violation_message"]
     assert any(e["kind"] == "failed" and e["candidate"] == failed["id"] for e in table(finished_run, "events"))
     summary = json.loads((finished_run / "summary.json").read_text())
-    assert summary["candidates_evaluated"] == 2  # the search went on to its budget
+    assert summary["candidates_evaluated"] == 3  # the search went on to its budget
 
 
 def test_a_resume_skips_a_candidate_that_crashed_evaluators(finished_run: Path, capsys: pytest.CaptureFixture):
