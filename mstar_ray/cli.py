@@ -56,7 +56,7 @@ def cmd_seeds(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     # Imported here so that `mstar-ray check` stays instant.
-    from mstar_ray.agent.protocol import evaluate
+    from mstar_ray.agent.evaluation import evaluate
     from mstar_ray.llm.cache import SqliteCache
     from mstar_ray.actors.wiring import RoleClients, probe_endpoints
     from mstar_ray.sandbox_host import SandboxLimits

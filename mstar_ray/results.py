@@ -1,6 +1,6 @@
 """What one evaluation of a program produces: a result per question, the report, and its progress as it runs.
 
-Shared by the evaluation (``mstar_ray.agent.protocol``), the search (``mstar_ray.search``) and the
+Shared by the evaluation (``mstar_ray.agent.evaluation``), the search (``mstar_ray.search``) and the
 reflector (``mstar_ray.reflect``), so it imports only what the records are made of.
 """
 

@@ -18,7 +18,7 @@ import time
 
 from mstar_ray import seeds as library
 from mstar_ray.actors.wiring import RoleClients, probe_endpoints
-from mstar_ray.agent.protocol import evaluate
+from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.llm.cache import SqliteCache
 from mstar_ray.llm.endpoint import EndpointConfig
 from mstar_ray.llm.settings import LLMSettings

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from mstar_ray import seeds as library
 from mstar_ray.actors.wiring import RoleClients
-from mstar_ray.agent.protocol import evaluate
+from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.llm.cache import SqliteCache
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.results import EvalReport

@@ -9,8 +9,8 @@ import json
 import pytest
 import yaml
 
+from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
-from mstar_ray.agent.protocol import evaluate
 from mstar_ray.cli import main
 from mstar_ray.contract import check_source, inspect_program
 from mstar_ray.embedding.hashing import HashingEmbedder

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
+from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
-from mstar_ray.agent.protocol import evaluate
 from mstar_ray.contract import ContractError
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.sandbox_host import SandboxLimits

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from mstar_ray.llm.usage import StepUsage
-from mstar_ray.schema import FieldSpec
+from mstar_ray.program_schema import FieldSpec
 
 
 class AgentBackend(Protocol):
