@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from mstar_ray.search.identity import ProgramIdentity
 
 
@@ -19,3 +21,12 @@ class Candidate(ProgramIdentity):
         return {"parent": self.parent, "origin": self.origin, "commit_message": self.commit_message, "patch": self.patch,
                 "edit_format": self.edit_format, "tolerances": self.tolerances, "structural_key": self.structural_key,
                 "novelty_parent": self.novelty_parent, "novelty_population": self.novelty_population}
+
+
+class FixRound(NamedTuple):
+    """A runtime fix asked for: the fixed program replaces the failed child, so it takes the child's place in
+    the lineage (its parent and iteration), one repair round further."""
+
+    round: int
+    parent: str
+    iteration: int

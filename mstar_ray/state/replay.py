@@ -29,10 +29,10 @@ from mstar_ray.state.candidate import Candidate
 @dataclass
 class Restored:
     members: list[Member] = field(default_factory=list)
-    tried: dict[str, list[LineageEntry]] = field(default_factory=dict)
+    children_tried: dict[str, list[LineageEntry]] = field(default_factory=dict)  # by parent: its lineage notes
     seen: set[str] = field(default_factory=set)
     queue: list[Candidate] = field(default_factory=list)  # sources filled in
-    reflections: list[int] = field(default_factory=list)  # iterations to re-issue, in order
+    reflections: list[int] = field(default_factory=list)  # in flight when the run stopped: re-issue, in order
     iterations: int = 0
     evaluated: int = 0
     discarded: int = 0
@@ -78,7 +78,7 @@ def restore(run_dir: Path) -> Restored:
             if detail.get("kind") == "improve":
                 finished_reflections.add(event.iteration or 0)
             errors = detail.get("errors") or []
-            state.tried.setdefault(detail["parent"], []).append(LineageEntry(
+            state.children_tried.setdefault(detail["parent"], []).append(LineageEntry(
                 id="-", relation="child", commit_message="(no valid child)",
                 note=errors[-1][:200] if errors else detail.get("reason", "")))
         elif event.kind == "retried" and event.candidate:
@@ -123,14 +123,14 @@ def _restore_candidate(state: Restored, row, scores, results, run_dir: Path) -> 
     parent_score = scores.get(row.parent) if row.parent else None
     if row.status == "failed":
         if row.parent is not None:
-            state.tried.setdefault(row.parent, []).append(LineageEntry(
+            state.children_tried.setdefault(row.parent, []).append(LineageEntry(
                 id=row.id, relation="child", commit_message=row.commit_message,
                 note=f"evaluation failed: {(row.violation_message or '')[:200]}"))
         return
     if row.status == "violation":
         state.violations += 1
         if row.parent is not None:
-            state.tried.setdefault(row.parent, []).append(LineageEntry(
+            state.children_tried.setdefault(row.parent, []).append(LineageEntry(
                 id=row.id, relation="child", commit_message=row.commit_message, score=0.0,
                 delta=-(parent_score or 0.0), note=f"runtime violation: {row.violation_kind}"))
         return
@@ -140,6 +140,6 @@ def _restore_candidate(state: Restored, row, scores, results, run_dir: Path) -> 
                     write_example=json.loads(row.write_example) if row.write_example else None)
     state.members.append(member)
     if row.parent is not None and parent_score is not None:
-        state.tried.setdefault(row.parent, []).append(LineageEntry(
+        state.children_tried.setdefault(row.parent, []).append(LineageEntry(
             id=row.id, relation="child", commit_message=row.commit_message, score=member.score,
             delta=member.score - parent_score, changed=changed_pieces(load_source(run_dir, row.parent), member.source)))
