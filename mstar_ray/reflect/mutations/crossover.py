@@ -12,21 +12,8 @@ from dataclasses import dataclass
 from mstar_ray.contract import LOGIC_CLASS, SCHEMA_CLASSES
 from mstar_ray.program_ast import is_docstring
 from mstar_ray.reflect.mutations.engine import (
-    _Edit,
-    Mutation,
-    NoMutation,
-    _Source,
-    _apply,
-    _bindings,
-    _code_functions,
-    _comment_start,
-    _constant_target,
-    _indent_of,
-    _method_attributes,
-    _methods,
-    _module_class,
-    _reindent,
-    _short_id,
+    _Edit, Mutation, NoMutation, _Source, _apply, _bindings, _code_functions, _comment_start,
+    _constant_target, _indent_of, _method_attributes, _methods, _module_class, _reindent, _short_id,
     _valid,
 )
 from mstar_ray.reflect.mutations.names import _bound_names, _free_names_of

@@ -11,14 +11,7 @@ from collections.abc import Collection
 
 from mstar_ray.contract import REQUIRED_CONSTANTS
 from mstar_ray.reflect.mutations.engine import (
-    _LINE_WIDTH,
-    _Edit,
-    Mutation,
-    NoMutation,
-    _Source,
-    _apply,
-    _bindings,
-    _valid,
+    _LINE_WIDTH, _Edit, Mutation, NoMutation, _Source, _apply, _bindings, _valid,
 )
 
 

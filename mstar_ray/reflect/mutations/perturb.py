@@ -11,21 +11,8 @@ from dataclasses import dataclass
 
 from mstar_ray.contract import LOGIC_CLASS
 from mstar_ray.reflect.mutations.engine import (
-    _READ_BOUND_NAME,
-    READ_LIMIT,
-    SCALE_FACTORS,
-    _Edit,
-    Mutation,
-    NoMutation,
-    _Source,
-    _apply,
-    _code_functions,
-    _constant_target,
-    _methods,
-    _module_class,
-    _number,
-    _valid,
-    _weighted_shuffle,
+    _READ_BOUND_NAME, READ_LIMIT, SCALE_FACTORS, _Edit, Mutation, NoMutation, _Source, _apply,
+    _code_functions, _constant_target, _methods, _module_class, _number, _valid, _weighted_shuffle,
 )
 
 

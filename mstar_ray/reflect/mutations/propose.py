@@ -11,11 +11,7 @@ from collections.abc import Callable, Collection, Sequence
 from mstar_ray.contract import LOGIC_CLASS
 from mstar_ray.reflect.mutations.crossover import crossover
 from mstar_ray.reflect.mutations.engine import (
-    Mutation,
-    NoMutation,
-    _methods,
-    _module_class,
-    _weighted_shuffle,
+    Mutation, NoMutation, _methods, _module_class, _weighted_shuffle,
 )
 from mstar_ray.reflect.mutations.instructions import edit_instruction
 from mstar_ray.reflect.mutations.perturb import perturb_numbers

@@ -12,20 +12,8 @@ from collections.abc import Collection
 from mstar_ray.contract import LOGIC_CLASS
 from mstar_ray.program_ast import is_docstring
 from mstar_ray.reflect.mutations.engine import (
-    _Edit,
-    Mutation,
-    NoMutation,
-    _Source,
-    _apply,
-    _bindings,
-    _comment_start,
-    _constant_target,
-    _first_statement,
-    _indent_of,
-    _method_attributes,
-    _methods,
-    _module_class,
-    _valid,
+    _Edit, Mutation, NoMutation, _Source, _apply, _bindings, _comment_start, _constant_target,
+    _first_statement, _indent_of, _method_attributes, _methods, _module_class, _valid,
 )
 
 
