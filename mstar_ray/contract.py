@@ -60,7 +60,7 @@ class ContractError(ValueError):
     def __init__(self, violations: list[Violation], filename: str = "program.py"):
         self.violations = violations
         lines = "\n".join(f"  {filename}:{v}" for v in violations)
-        super().__init__(f"{filename} breaks the memory-program contract ({len(violations)} violations):\n{lines}")
+        super().__init__(f"{filename} breaks the memory-program contract ({len(violations)} violation{'s' if len(violations) != 1 else ''}):\n{lines}")
 
 
 def check_source(source: str) -> list[Violation]:

@@ -39,8 +39,9 @@ def conversation_range(text: str) -> list[int]:
 
 
 def evidence_reached(report: EvalReport, task: Task) -> tuple[int, int]:
-    """(questions whose evidence all reached the context, questions with evidence)."""
-    bodies = {t.id: t.text.split("] ", 1)[-1][:80] for t in task.texts}
+    """(questions whose evidence all reached the context, questions with evidence). A piece of evidence reached
+    the context when the first 80 characters of its turn ("Speaker: words") appear in it."""
+    bodies = {unit.id: t.text[unit.start:unit.end][:80] for t in task.texts for unit in t.units}
     evidence = {q.id: q.evidence for q in task.questions}
     with_evidence = [r for r in report.results if evidence.get(r.id)]
     reached = sum(all(bodies[e] in r.context for e in evidence[r.id]) for r in with_evidence)

@@ -172,7 +172,7 @@ def test_a_search_gives_feedback_on_rotating_and_static_questions_only(tmp_path)
     split = json.loads((run_dir / "split.json").read_text())
     rows = table(run_dir, "results")
     recorder = next(c["id"] for c in table(run_dir, "candidates") if c["commit_message"] == "seed recorder")
-    mine = [r for r in rows if r["candidate"] == recorder and r["split"] != "test"]
+    mine = [r for r in rows if r["candidate"] == recorder and r["split"] in ("static", "rotating")]
     rotating = [r["question"] for r in mine if r["split"] == "rotating"]
     assert len(rotating) == 2 and sorted(r["question_id"] for r in mine if r["split"] == "static") == sorted(split["static"])
     for row in mine:
@@ -187,3 +187,6 @@ def test_a_search_gives_feedback_on_rotating_and_static_questions_only(tmp_path)
     static_questions = {r["question"] for r in mine if r["split"] == "static"}
     recorder_test_rows = [r for r in test_rows if r["candidate"] == recorder]
     assert recorder_test_rows and all(set(heard(r["context"])) == static_questions for r in recorder_test_rows)
+    # a confirmation, like the test, is a side evaluation: its feedback slice is the static questions
+    confirmation = [r for r in rows if r["split"] == "confirmation" and r["candidate"] == recorder]
+    assert all(set(heard(r["context"])) == static_questions for r in confirmation)

@@ -55,6 +55,26 @@ def test_a_driver_killed_mid_run_resumes_to_the_uninterrupted_result(tmp_path):
     assert summary["wall_seconds"] >= first + second - 0.5 and first > 0
 
 
+def test_a_driver_killed_before_it_queued_its_seeds_resumes_with_them(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(config(1)))
+    run_dir = tmp_path / "run"
+    driver = subprocess.Popen([*CLI, str(path), "--run-dir", str(run_dir)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, cwd=ROOT)
+    deadline = time.monotonic() + 120
+    while not (run_dir / "seeds.json").exists() and time.monotonic() < deadline and driver.poll() is None:
+        time.sleep(0.01)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    assert (run_dir / "seeds.json").exists() and table(run_dir, "candidates") == []
+    assert not (run_dir / "split.json").exists(), "the kill must land before the split and the seeds' queueing"
+    done = subprocess.run([*CLI, "--resume", str(run_dir)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert check(run_dir) == []
+    seeds = [row["commit_message"] for row in table(run_dir, "candidates") if row["origin"] == "seed"]
+    assert seeds == ["seed vector_search", "seed experience_learner"]
+
+
 def test_wall_seconds_count_each_process_from_its_first_event_to_its_last():
     start = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 

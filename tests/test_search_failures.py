@@ -18,9 +18,8 @@ from mstar_ray.state.candidate import Candidate
 from scripts.fault_resume import table
 from tests.conftest import SEEDS
 
-
-# Passes nothing the evaluator needs: no KnowledgeBase, so the static checks inside the evaluation raise. A
-# seed like it is refused before a run starts, so it reaches an evaluator the way a child would: queued.
+# Passes nothing the evaluator needs: no KnowledgeBase, so the static checks inside the evaluation raise.
+# (A run refuses such a seed before it starts, so it reaches an evaluator as a queued child of the run.)
 BROKEN = '"""A child with no KnowledgeBase."""\nINSTRUCTION_KNOWLEDGE_ITEM = INSTRUCTION_QUERY = ""\n'
 
 
@@ -30,7 +29,7 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = {
         "task": {"name": "synthetic", "seed": 1},
         "split": {"static_size": 6, "rotating_size": 2, "train_ratio": 2.0},
-        "search": {"seeds": [str(SEEDS / "experience_learner.py")], "max_candidates": 1,
+        "search": {"seeds": [str(SEEDS / "experience_learner.py")], "max_candidates": 2,
                    "reflections_in_flight": 1, "evaluations_in_flight": 2},
         "llm": {"embedding": {"kind": "hashing"}},
         "ray": {"num_cpus": 2},
@@ -39,35 +38,37 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path.write_text(yaml.safe_dump(config))
     run_dir = folder / "run"
     assert main(["run", str(path), "--run-dir", str(run_dir)]) == 0
-    # The broken child waits in the queue of the interrupted run, and the resume has budget for more.
-    parent = next(row["id"] for row in table(run_dir, "candidates") if row["origin"] == "seed")
-    directory = RunDir(run_dir)
-    directory.write_program(BROKEN)
-    directory.write_queued(Candidate(id=program_id(BROKEN), source=BROKEN, parent=parent, origin="reflection",
-                                     commit_message="drops the KnowledgeBase", iteration=1))
-    directory.close()
-    config["search"]["max_candidates"] = 3
-    path.write_text(yaml.safe_dump(config))
-    assert main(["run", str(path), "--resume", str(run_dir)]) == 0
     return run_dir
 
 
-def test_an_evaluation_that_raises_is_that_candidates_failure(finished_run: Path):
-    rows = {row["id"]: row for row in table(finished_run, "candidates")}
-    failed = rows[program_id(BROKEN)]
+def queue(run_dir: Path, source: str, message: str) -> tuple[Candidate, RunDir]:
+    """A child the driver had queued when it stopped: a resume sends it to an evaluator."""
+    seed = next(row["id"] for row in table(run_dir, "candidates") if row["origin"] == "seed")
+    candidate = Candidate(id=program_id(source), source=source, parent=seed, origin="reflection",
+                          commit_message=message, iteration=1)
+    directory = RunDir(run_dir)
+    directory.write_program(source)
+    directory.write_queued(candidate)
+    return candidate, directory
+
+
+def test_an_evaluation_that_raises_is_that_candidates_failure(finished_run: Path, capsys: pytest.CaptureFixture):
+    evaluated = json.loads((finished_run / "summary.json").read_text())["candidates_evaluated"]
+    candidate, directory = queue(finished_run, BROKEN, "breaks the contract")
+    directory.close()
+    code = main(["run", "--resume", str(finished_run)])
+    output = capsys.readouterr()
+    assert code == 0, output.out[-3000:] + output.err[-3000:]  # the search went on and ended
+    failed = [row for row in table(finished_run, "candidates") if row["id"] == candidate.id][-1]
     assert failed["status"] == "failed" and "ContractError" in failed["violation_message"]
     assert any(e["kind"] == "failed" and e["candidate"] == failed["id"] for e in table(finished_run, "events"))
     summary = json.loads((finished_run / "summary.json").read_text())
-    assert summary["candidates_evaluated"] == 3  # the search went on to its budget
+    assert summary["candidates_evaluated"] == evaluated + 1  # counted like an evaluation
 
 
 def test_a_resume_skips_a_candidate_that_crashed_evaluators(finished_run: Path, capsys: pytest.CaptureFixture):
     source = (SEEDS / "vector_search.py").read_text().replace("TOP_K = 5", "TOP_K = 4")
-    candidate = Candidate(id=program_id(source), source=source, parent=None, origin="reflection",
-                          commit_message="crashes its evaluators", iteration=1)
-    directory = RunDir(finished_run)
-    directory.write_program(source)
-    directory.write_queued(candidate)
+    candidate, directory = queue(finished_run, source, "crashes its evaluators")
     for _ in range(2):  # what the driver logs each time an evaluator died on it, Ray's own retries spent
         directory.event("retried", candidate=candidate.id, detail="eval actor died: ActorDiedError")
     directory.close()

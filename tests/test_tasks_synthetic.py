@@ -213,7 +213,7 @@ def test_registry_unknown_name_lists_valid_ones() -> None:
     with pytest.raises(ValueError) as caught:
         load_task("nope")
     assert all(name in str(caught.value) for name in TASK_NAMES)
-    assert set(TASK_NAMES) == {"locomo", "synthetic", "beam"}
+    assert set(TASK_NAMES) == {"beam", "locomo", "synthetic"}
 
 
 def _q(index: int, category: str) -> Question:

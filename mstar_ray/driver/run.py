@@ -11,6 +11,7 @@ from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.exit_codes import EXIT_ENDPOINT, EXIT_OK
 from mstar_ray.run_config import load_run_config, resolve_seeds
 from mstar_ray.runlog import layout
+from mstar_ray.state.candidate import Seed
 from mstar_ray.tasks.registry import load_task
 
 
@@ -29,13 +30,14 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
             raise FileNotFoundError(f"{run_dir} is not a run directory: no {layout.CONFIG}")
         config = merge_resume_config(load_run_config(stored_path),
                                      load_run_config(config_path) if config_path else None)
-        seeds = []
+        seeds = RunDir(run_dir).read_seeds()
         restored = restore(Path(run_dir))
     else:
         if config_path is None:
             raise ValueError("give a config file, or --resume RUN_DIR")
         config = load_run_config(config_path)
-        seeds = resolve_seeds(config, config_path)
+        seeds = [Seed(name=path.stem, source=path.read_text(encoding="utf-8"))
+                 for path in resolve_seeds(config, config_path)]
     t = config.task
     task = load_task(t.name, conversation=t.conversation, limit=t.limit, data_path=t.data, seed=t.seed,
                      granularity=t.granularity, size=t.size)
@@ -45,6 +47,8 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     measured = probe_endpoints(config.llm, progress.message)
     directory = RunDir(run_dir)
     directory.write_config(config)
+    if not resume:
+        directory.write_seeds(seeds)
     config = config.model_copy(update={"llm": measured})
     resources = connect(config, address)
     progress.message(f"run directory {directory.path}; Ray: {resources.get('CPU', 0):g} CPUs")

@@ -10,11 +10,13 @@ from pathlib import Path
 import yaml
 
 from mstar_ray.llm.ledger import Price, call_cost
+from mstar_ray.program_id import program_id
 from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog import layout
 from mstar_ray.runlog.schemas import CandidateRow, EventRow, LLMCallRow, ResultRow
-from mstar_ray.runlog.sources import store_source
+from mstar_ray.runlog.sources import load_source, store_source
 from mstar_ray.runlog.writer import LogWriter, write_atomic
+from mstar_ray.state.candidate import Seed
 
 
 class RunDir:
@@ -38,6 +40,24 @@ class RunDir:
         self.prices = dict(config.llm.prices)
         text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
         write_atomic(self.path / layout.CONFIG, text.encode())
+
+    def write_seeds(self, seeds: list[Seed]) -> None:
+        for seed in seeds:
+            self.write_program(seed.source)
+        listed = [{"name": seed.name, "id": program_id(seed.source)} for seed in seeds]
+        write_atomic(self.path / layout.SEEDS, json.dumps(listed, indent=1).encode())
+
+    def read_seeds(self) -> list[Seed]:
+        """The seeds the run started with; none for a run written before seeds.json existed (it queued its
+        seeds before it could be killed: nothing to re-queue)."""
+        path = self.path / layout.SEEDS
+        if not path.is_file():
+            return []
+        return [Seed(name=entry["name"], source=load_source(self.path, entry["id"]))
+                for entry in json.loads(path.read_text())]
+
+    def has_split(self) -> bool:
+        return (self.path / layout.SPLIT).is_file()
 
     def write_split(self, split) -> None:
         write_atomic(self.path / layout.SPLIT, split.model_dump_json(indent=1).encode())

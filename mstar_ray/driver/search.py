@@ -12,7 +12,6 @@ import collections
 import random
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import ray
@@ -30,7 +29,6 @@ from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
 from mstar_ray.program_ast import changed_pieces
-from mstar_ray.program_id import program_id
 from mstar_ray.reflect.reflector import Child, Discard
 from mstar_ray.reflect.request import ALREADY_EVALUATED, LineageEntry, ReflectionRequest, sample_cases
 from mstar_ray.run_config import RunConfig
@@ -40,7 +38,7 @@ from mstar_ray.search.jobs import EvalJob, EvalOutcome
 from mstar_ray.search.population import Member, Population
 from mstar_ray.search.selection import Confirmation, Incumbent, Selection
 from mstar_ray.search.split import SplitPlan
-from mstar_ray.state.candidate import Candidate, FixRound
+from mstar_ray.state.candidate import Candidate, FixRound, Seed
 from mstar_ray.state.replay import Restored
 from mstar_ray.structure.families import Families, population_families
 from mstar_ray.structure.index import StructureIndex
@@ -85,7 +83,7 @@ class FatalRunError(RuntimeError):
 
 
 class SearchDriver:
-    def __init__(self, config: RunConfig, seeds: list[Path], task: Task, run_dir: RunDir, progress: Progress):
+    def __init__(self, config: RunConfig, seeds: list[Seed], task: Task, run_dir: RunDir, progress: Progress):
         self.config = config
         self.seeds = seeds
         self.task = task
@@ -217,14 +215,13 @@ class SearchDriver:
     # ------------------------------------------------------------------------------------------ the loop
 
     def run(self, restored: Restored | None = None) -> RunResult:
-        self._start(check_split=restored is not None)
-        if restored is None:
-            for path in self.seeds:
-                source = path.read_text(encoding="utf-8")
-                self._enqueue(Candidate(id=program_id(source), source=source, parent=None, origin="seed",
-                                        commit_message=f"seed {path.stem}", iteration=0))
-        else:
+        # A run killed before it wrote its split has evaluated nothing: its resume chooses the split afresh.
+        self._start(check_split=restored is not None and self.run_dir.has_split())
+        if restored is not None:
             self._restore(restored)
+        for seed in self.seeds:  # on a resume, only those a run killed early never queued
+            if restored is None or seed.candidate().id not in self.seen:
+                self._enqueue(seed.candidate())
         self.state.phase = "searching"
         while True:
             self._fill()

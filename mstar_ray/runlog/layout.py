@@ -10,6 +10,8 @@ Arrow IPC streams fsync'ed after each append.
       config.yaml          the run config (whole file, atomic); on resume only the budget may differ
       split.json           the static / confirmation / test question split and the texts written for the
                            static questions, with the share of their evidence those texts hold (atomic)
+      seeds.json           the seeds as the run started with them: name and program id, in order (atomic);
+                           a resume queues any the logs never saw (a run killed before it queued them)
       programs/<id>.py     every program source once, named by its content hash (mstar_ray.program_id)
       candidates.arrows    one row per candidate: lineage, status, scores, cost, worker and node
       results.arrows       one row per candidate x question: prediction, expected, score, query, context
@@ -32,6 +34,7 @@ from pathlib import Path
 
 CONFIG = "config.yaml"
 SPLIT = "split.json"
+SEEDS = "seeds.json"
 PROGRAMS = "programs"
 CACHE = "cache.sqlite"
 SUMMARY = "summary.json"

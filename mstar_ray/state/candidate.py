@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
+from mstar_ray.program_id import program_id
 from mstar_ray.search.identity import ProgramIdentity
 
 
@@ -21,6 +23,18 @@ class Candidate(ProgramIdentity):
         return {"parent": self.parent, "origin": self.origin, "commit_message": self.commit_message, "patch": self.patch,
                 "edit_format": self.edit_format, "tolerances": self.tolerances, "structural_key": self.structural_key,
                 "novelty_parent": self.novelty_parent, "novelty_population": self.novelty_population}
+
+
+@dataclass(frozen=True)
+class Seed:
+    """A program the run starts from: its name (the library's, or the file's stem) and its source."""
+
+    name: str
+    source: str
+
+    def candidate(self) -> Candidate:
+        return Candidate(id=program_id(self.source), source=self.source, parent=None, origin="seed",
+                         commit_message=f"seed {self.name}", iteration=0)
 
 
 class FixRound(NamedTuple):
