@@ -1,8 +1,6 @@
 """``mstar-ray``: check a memory program, or evaluate one on a task.
 
-Exit codes: 0 success; 1 the program broke the contract (statically or at run time); 2 bad input
-(arguments, a bad config, missing or malformed data); 3 an LLM endpoint that cannot be used, or a
-sandbox that cannot be set up; 4 the budget is spent.
+Exit codes: ``mstar_ray.exit_codes``.
 """
 
 from __future__ import annotations
@@ -14,10 +12,9 @@ import sys
 from pathlib import Path
 
 from mstar_ray.contract import ContractError, check_source
+from mstar_ray.exit_codes import EXIT_BUDGET, EXIT_ENDPOINT, EXIT_INPUT, EXIT_OK, EXIT_PROGRAM
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
 from mstar_ray.sandbox_jail import LAYERS, SandboxStartError, SandboxUnavailable
-
-EXIT_OK, EXIT_PROGRAM, EXIT_INPUT, EXIT_ENDPOINT, EXIT_BUDGET = 0, 1, 2, 3, 4
 
 
 def _read_program(path: str) -> str:
@@ -59,9 +56,9 @@ def cmd_seeds(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     # Imported here so that `mstar-ray check` stays instant.
-    from mstar_ray.agent.protocol import evaluate
+    from mstar_ray.agent.evaluation import evaluate
     from mstar_ray.llm.cache import SqliteCache
-    from mstar_ray.llm.roles import RoleClients, probe_endpoints
+    from mstar_ray.actors.wiring import RoleClients, probe_endpoints
     from mstar_ray.sandbox_host import SandboxLimits
     from mstar_ray.tasks.registry import load_task
 
@@ -265,6 +262,7 @@ def _layer_list(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from mstar_ray.llm.settings import EMBEDDER_KINDS
     from mstar_ray.tasks.beam import SIZES as BEAM_SIZES
     from mstar_ray.tasks.registry import TASK_NAMES
 
@@ -306,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seconds per request; default: chosen from the endpoint's speed measured at start-up")
     ev.add_argument("--llm-config", default=None,
                     help="YAML of the llm settings: task/toolkit/judge endpoints, embedding, prices, budget")
-    ev.add_argument("--embedder", choices=["minilm", "openai", "hashing"], default=None,
+    ev.add_argument("--embedder", choices=EMBEDDER_KINDS, default=None,
                     help="override the embedding kind (default minilm: all-MiniLM-L6-v2 on this machine)")
     ev.add_argument("--cache", default=None, help="SQLite file caching every LLM and embedding call")
     ev.set_defaults(handler=cmd_eval)
@@ -365,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # the reader went away (`mstar-ray status RUN | head`): not an error, and nothing more to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from mstar_ray.schema import FieldSpec, ProgramSchema
+from mstar_ray.program_schema import FieldSpec, ProgramSchema
 from sandbox.policy import ALLOWED_IMPORTS, FORBIDDEN_BUILTINS as FORBIDDEN_NAMES
 
 SCHEMA_CLASSES = ("KnowledgeItem", "Query")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mstar_ray import sandbox_jail
+from mstar_ray.blas import ONE_THREAD
 from mstar_ray.sandbox_jail import SandboxStartError
 
 log = logging.getLogger(__name__)
@@ -34,12 +35,10 @@ def sandbox_environment() -> dict[str, str]:
         PYTHONPATH=_SANDBOX_ROOT,
         PYTHONNOUSERSITE="1",
         PYTHONDONTWRITEBYTECODE="1",
-        OPENBLAS_NUM_THREADS="1",
-        OMP_NUM_THREADS="1",
-        MKL_NUM_THREADS="1",
         HF_HUB_OFFLINE="1",
         ANONYMIZED_TELEMETRY="False",
     )
+    env.update(ONE_THREAD)  # always one: a sandbox does not inherit the caller's choice
     return env
 
 

@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench_programs import seeds_and_mutants  # noqa: E402
+from mstar_ray.agent.evaluation import evaluate  # noqa: E402
 from mstar_ray.agent.offline import OfflineBackend  # noqa: E402
-from mstar_ray.agent.protocol import evaluate  # noqa: E402
 from mstar_ray.embedding.hashing import HashingEmbedder  # noqa: E402
 from mstar_ray.llm.cache import MemoryCache  # noqa: E402
 from mstar_ray.llm.client import LLMClient  # noqa: E402

@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench_edit_formats import model_arguments, reply_kind, with_server  # noqa: E402
 from bench_programs import seeds_and_mutants  # noqa: E402
+from mstar_ray.agent.evaluation import evaluate  # noqa: E402
 from mstar_ray.agent.offline import OfflineBackend  # noqa: E402
-from mstar_ray.agent.protocol import evaluate  # noqa: E402
 from mstar_ray.embedding.hashing import HashingEmbedder  # noqa: E402
 from mstar_ray.llm.cache import MemoryCache  # noqa: E402
 from mstar_ray.llm.client import LLMClient  # noqa: E402

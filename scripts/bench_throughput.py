@@ -36,9 +36,9 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from bench_programs import seeds_and_mutants  # noqa: E402
 from mstar_ray.actors.evaluator import EvaluatorActor  # noqa: E402
 from mstar_ray.actors.run_services import start_run_services  # noqa: E402
-from mstar_ray.agent.protocol import evaluate  # noqa: E402
+from mstar_ray.actors.wiring import RoleClients  # noqa: E402
+from mstar_ray.agent.evaluation import evaluate  # noqa: E402
 from mstar_ray.llm.endpoint import EndpointConfig  # noqa: E402
-from mstar_ray.llm.roles import RoleClients  # noqa: E402
 from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings  # noqa: E402
 from mstar_ray.program_id import program_id  # noqa: E402
 from mstar_ray.sandbox_host import SandboxLimits  # noqa: E402

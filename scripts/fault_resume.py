@@ -5,7 +5,10 @@ start-up) and resumed with ``mstar-ray run --resume``, both with R = E = 1 and t
 checks: no candidate evaluated twice, none lost (every queued id has a row), and the final population
 (ids, parents, scores, in order) equal to the uninterrupted run's.
 
-    .venv/bin/python scripts/fault_resume.py [--kills 5] [--seed 0] [--candidates 40]
+    .venv/bin/python scripts/fault_resume.py [--kills 5] [--seed 0] [--candidates 40] [--delay 6 12]
+
+``--delay LOW HIGH`` bounds the random moment of each kill (seconds after the process starts); on a busy
+machine Ray's start-up alone can take the default 6-12 s, so later kills are needed to land mid-search.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--candidates", type=int, default=40)
+    parser.add_argument("--delay", type=float, nargs=2, default=(6.0, 12.0), metavar=("LOW", "HIGH"))
     args = parser.parse_args()
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
@@ -75,7 +79,7 @@ def main() -> int:
         command = [*CLI, str(path), "--run-dir", str(faulty)]
         for kill in range(args.kills):
             process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-            delay = rng.uniform(6.0, 12.0)
+            delay = rng.uniform(*args.delay)
             time.sleep(delay)
             finished = process.poll() is not None
             process.send_signal(signal.SIGKILL)

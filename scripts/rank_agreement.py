@@ -36,8 +36,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mstar_ray.agent.protocol import evaluate  # noqa: E402
-from mstar_ray.llm.roles import RoleClients  # noqa: E402
+from mstar_ray.actors.wiring import RoleClients  # noqa: E402
+from mstar_ray.agent.evaluation import evaluate  # noqa: E402
 from mstar_ray.run_config import RunConfig  # noqa: E402
 from mstar_ray.search.noise import paired_interval  # noqa: E402
 from mstar_ray.tasks.model import Task  # noqa: E402

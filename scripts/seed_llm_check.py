@@ -17,10 +17,10 @@ import argparse
 import time
 
 from mstar_ray import seeds as library
-from mstar_ray.agent.protocol import evaluate
+from mstar_ray.actors.wiring import RoleClients, probe_endpoints
+from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.llm.cache import SqliteCache
 from mstar_ray.llm.endpoint import EndpointConfig
-from mstar_ray.llm.roles import RoleClients, probe_endpoints
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.sandbox_host import SandboxLimits
 from mstar_ray.tasks.registry import load_task

@@ -21,10 +21,11 @@ import time
 from pathlib import Path
 
 from mstar_ray import seeds as library
-from mstar_ray.agent.protocol import EvalReport, evaluate
+from mstar_ray.actors.wiring import RoleClients
+from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.llm.cache import SqliteCache
-from mstar_ray.llm.roles import RoleClients
 from mstar_ray.llm.settings import LLMSettings
+from mstar_ray.results import EvalReport
 from mstar_ray.tasks.locomo import CATEGORY_NAMES, DEFAULT_CATEGORIES
 from mstar_ray.tasks.model import Task
 from mstar_ray.tasks.registry import load_task

@@ -27,7 +27,16 @@ def prepared(path: Path) -> dict:
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_valid_against_rays_autoscaler_schema(path):
-    prepared(path)
+    config = prepared(path)  # raises on any schema violation (next test)
+    assert config["cluster_name"] == yaml.safe_load(path.read_text())["cluster_name"]
+    assert config["head_node_type"] in config["available_node_types"]
+
+
+def test_the_schema_check_refuses_what_ray_up_would(tmp_path):
+    broken = tmp_path / "cluster.yaml"
+    broken.write_text(yaml.safe_dump({**yaml.safe_load(CONFIGS[0].read_text()), "not_a_key": 1}))
+    with pytest.raises(Exception, match="not_a_key"):
+        prepared(broken)
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)

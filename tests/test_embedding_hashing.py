@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mstar_ray.agent.backend import Embedder
+from mstar_ray.embedding.embedder import Embedder
 from mstar_ray.embedding.hashing import HashingEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mstar_ray.agent.backend import Embedder
+from mstar_ray.embedding.embedder import Embedder
 from mstar_ray.embedding.minilm import (
     INSTALL_COMMAND,
     EmbeddingModelMissing,

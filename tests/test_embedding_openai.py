@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mstar_ray.agent.backend import Embedder
+from mstar_ray.embedding.embedder import Embedder
 from mstar_ray.embedding.openai_embeddings import EmbeddingEndpointError, OpenAIEmbedder
 from tests.llm_server import LlamaServer, free_port
 

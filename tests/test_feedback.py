@@ -5,14 +5,12 @@ test result; programs without it behave exactly as before; MemRL's utility learn
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
+from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
-from mstar_ray.agent.protocol import evaluate
 from mstar_ray.cli import main
 from mstar_ray.contract import check_source, inspect_program
 from mstar_ray.embedding.hashing import HashingEmbedder
@@ -20,10 +18,8 @@ from mstar_ray.reflect.smoke import smoke_test
 from mstar_ray.sandbox_host import Sandbox, SandboxLimits
 from mstar_ray.search.jobs import EvalJob
 from mstar_ray.tasks.registry import load_task
+from scripts.fault_resume import table  # (the run's logs, read with plain pyarrow)
 from tests.conftest import seed_source
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from fault_resume import table  # noqa: E402  (the run's logs, read with plain pyarrow)
 
 # Shows, in every read, the questions it has had feedback on so far.
 RECORDER = '''

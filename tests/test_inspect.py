@@ -13,10 +13,9 @@ import yaml
 from mstar_ray.cli import main
 from mstar_ray.inspect.status import driver_alive, status_text
 from mstar_ray.runlog.writer import LogWriter
+from scripts.fault_resume import config
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-from fault_resume import config  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +71,7 @@ def test_the_run_stores_its_structural_families_and_the_report_recomputes_them_w
     copy = tmp_path / "copy"
     shutil.copytree(finished_run, copy)
     (copy / "structure.json").unlink()
-    from mstar_ray.driver.resume import restore
+    from mstar_ray.state.replay import restore
 
     recomputed = _families(copy, restore(copy).members)
     assert recomputed.ids == stored.ids and recomputed.labels == stored.labels

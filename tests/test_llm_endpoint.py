@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from mstar_ray.embedding.hashing import HashingEmbedder
+from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.llm_backend import LLMBackend
-from mstar_ray.agent.protocol import evaluate
 from mstar_ray.contract import inspect_program
+from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.llm.cache import SqliteCache
 from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig

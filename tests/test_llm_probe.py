@@ -11,10 +11,10 @@ import time
 
 import pytest
 
+from mstar_ray.actors.wiring import probe_endpoints
 from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig
 from mstar_ray.llm.errors import EndpointError
 from mstar_ray.llm.probe import CAP_S, FLOOR_S, Speed, timeout_for, wait_until_ready
-from mstar_ray.llm.roles import probe_endpoints
 from mstar_ray.llm.settings import LLMSettings, ReflectorConfig
 from tests.llm_server import free_port
 from tests.scripted_server import ScriptedServer

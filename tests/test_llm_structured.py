@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from mstar_ray.llm.structured import conform, fallback, parse_json_object
-from mstar_ray.schema import FieldSpec
+from mstar_ray.program_schema import FieldSpec
 
 FIELDS = [
     FieldSpec(name="speaker", type="str"),

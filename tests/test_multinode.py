@@ -4,7 +4,6 @@ logs stay with the driver, whose node runs no evaluation."""
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from pathlib import Path
@@ -16,10 +15,7 @@ ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from mstar_ray.cli import main  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-from fault_resume import check, config, table  # noqa: E402
+from scripts.fault_resume import check, config, table
 
 
 @pytest.fixture

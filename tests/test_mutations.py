@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from mstar_ray.embedding.hashing import HashingEmbedder
+from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
-from mstar_ray.agent.protocol import evaluate
 from mstar_ray.contract import REQUIRED_CONSTANTS, check_source, inspect_program
+from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.reflect.mutations import (
     GUIDANCE,
     READ_LIMIT,

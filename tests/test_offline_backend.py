@@ -14,7 +14,7 @@ import pytest
 
 from mstar_ray.agent.backend import AgentBackend
 from mstar_ray.agent.offline import IDK, OfflineBackend
-from mstar_ray.schema import FieldSpec
+from mstar_ray.program_schema import FieldSpec
 
 from mstar_ray.tasks.scoring import token_f1
 
@@ -337,7 +337,7 @@ def test_calls_are_counted_per_step() -> None:
 _DETERMINISM_SCRIPT = r"""
 import json
 from mstar_ray.agent.offline import OfflineBackend
-from mstar_ray.schema import FieldSpec
+from mstar_ray.program_schema import FieldSpec
 b = OfflineBackend()
 fields = [FieldSpec(name=n, type=t, optional=o) for n, t, o in json.loads(FIELDS)]
 out = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mstar_ray.agent import text as tx
+from mstar_ray import text as tx
 
 LOCOMO_LINE = "[1:56 pm on 8 May, 2023] Caroline: I went to a LGBTQ support group yesterday and it was so powerful."
 

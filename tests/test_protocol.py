@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from mstar_ray.embedding.hashing import HashingEmbedder
+from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
-from mstar_ray.agent.protocol import evaluate
 from mstar_ray.contract import ContractError
+from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.sandbox_host import SandboxLimits
 from mstar_ray.tasks.registry import load_task
 from tests.conftest import HOSTILE, SEEDS, seed_source
@@ -140,7 +140,7 @@ def test_a_violation_ends_the_progress_early_but_finished(synthetic):
 
 
 def test_the_eta_counts_the_work_left_at_the_rates_seen():
-    from mstar_ray.agent.protocol import EvalProgress
+    from mstar_ray.results import EvalProgress
 
     writing = EvalProgress(texts_total=10, questions_total=4, texts_done=5, write_s=10.0)
     assert writing.eta_s() == 5 * 2.0 + 4 * 2.0  # a question costs a write until one is timed
@@ -189,7 +189,7 @@ def test_texts_covering_the_questions_hold_their_evidence_and_fill_up_as_the_sea
 def test_eval_progress_lines_say_rate_and_time_left():
     import io
 
-    from mstar_ray.agent.protocol import EvalProgress
+    from mstar_ray.results import EvalProgress
     from mstar_ray.cli import ProgressPrinter
 
     times = iter([0.0, 10.0, 20.0, 30.0, 34.0, 40.0])

@@ -9,8 +9,8 @@ import random
 
 import pytest
 
+from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
-from mstar_ray.agent.protocol import evaluate
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.llm.cache import MemoryCache
 from mstar_ray.llm.client import LLMClient

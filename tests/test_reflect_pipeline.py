@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 
 from mstar_ray.embedding.hashing import HashingEmbedder
-from mstar_ray.agent.protocol import QuestionResult
 from mstar_ray.llm.cache import MemoryCache
 from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig
@@ -16,6 +15,7 @@ from mstar_ray.reflect.prompt import reflection_messages
 from mstar_ray.reflect.reflector import Child, Discard, LLMReflector, OfflineReflector, frozen_violation
 from mstar_ray.reflect.request import LineageEntry, ReflectionRequest, sample_cases
 from mstar_ray.reflect.smoke import smoke_test
+from mstar_ray.results import QuestionResult
 from tests.conftest import seed_source
 from tests.scripted_server import ScriptedServer
 

@@ -15,13 +15,13 @@ import pytest
 import yaml
 
 from mstar_ray.config_file import ConfigError
-from mstar_ray.driver.resume import merge_resume_config, wall_seconds
+from mstar_ray.driver.resume import merge_resume_config
 from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog.schemas import EventRow
+from mstar_ray.state.replay import wall_seconds
+from scripts.fault_resume import check, config, population, table
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-from fault_resume import check, config, population, table  # noqa: E402
 
 CLI = [sys.executable, "-m", "mstar_ray.cli", "run"]
 

@@ -4,11 +4,7 @@ exists for (``scripts/sandbox_layer_table.py`` prints the whole table)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from sandbox_layer_table import ATTACKS, LAYERS, measure  # noqa: E402
+from scripts.sandbox_layer_table import ATTACKS, LAYERS, measure
 
 
 def only(layer: str) -> tuple[str, frozenset[str]]:

@@ -6,21 +6,17 @@ evaluator sets up a sandbox at start, and by default a run refuses to start with
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from mstar_ray.cli import main
-from mstar_ray.driver.candidate import Candidate
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.program_id import program_id
+from mstar_ray.state.candidate import Candidate
+from scripts.fault_resume import table
 from tests.conftest import SEEDS
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-from fault_resume import table  # noqa: E402
 
 # Passes nothing the evaluator needs: no KnowledgeBase, so the static checks inside the evaluation raise.
 # (A run refuses such a seed before it starts, so it reaches an evaluator as a queued child of the run.)

@@ -14,11 +14,10 @@ import pytest
 import yaml
 
 from mstar_ray.cli import main
+from scripts.fault_resume import table  # (logs read with plain pyarrow, as any outside tool would)
 from tests.conftest import SEEDS
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-from fault_resume import table  # noqa: E402  (logs read with plain pyarrow, as any outside tool would)
 
 
 def write_config(tmp_path: Path, **search) -> str:

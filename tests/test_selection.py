@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from mstar_ray.agent.protocol import QuestionResult
+from mstar_ray.results import QuestionResult
 from mstar_ray.search.noise import bootstrap_interval, paired_interval
 from mstar_ray.search.population import Member
 from mstar_ray.search.selection import Confirmation, Incumbent, replay, static_scores

@@ -4,19 +4,15 @@ again (its score is reused and logged), every child's novelty is logged, and the
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import yaml
 
 from mstar_ray.cli import main
 from mstar_ray.structure.index import StructureIndex
+from scripts.fault_resume import table
 from tests.conftest import SEEDS, seed_source
 from tests.scripted_server import ScriptedServer
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-from fault_resume import table  # noqa: E402
 
 # A docstring only: the code is not the parent's (a comment-only change is refused by the reflector's own
 # check as no change), but its structure is.

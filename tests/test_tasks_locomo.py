@@ -15,7 +15,6 @@ import pytest
 from mstar_ray.tasks import locomo
 from mstar_ray.tasks.locomo import (
     DataNotFoundError,
-    count_conversations,
     find_locomo_file,
     load_locomo,
     locomo_load_report,
@@ -142,7 +141,6 @@ def test_fake_report_counts_repairs_and_drops(fake_file: Path) -> None:
 
 
 def test_fake_second_conversation_and_range_errors(fake_file: Path) -> None:
-    assert count_conversations(fake_file) == 2
     assert load_locomo(fake_file, conversation=1).name == "locomo/conv-b"
     for bad in (2, -1):
         with pytest.raises(ValueError, match=r"out of range.*2 conversations.*0\.\.1"):
@@ -360,7 +358,7 @@ def test_real_integer_answers_become_strings(real_file: Path, real_raw: list[dic
 
 def test_real_evidence_is_clean_everywhere(real_file: Path, real_raw: list[dict[str, Any]]) -> None:
     repaired = 0
-    for index in range(count_conversations(real_file)):
+    for index in range(len(real_raw)):
         task = load_locomo(real_file, conversation=index, categories=(1, 2, 3, 4, 5))
         known = set(task.evidence())
         by_id = {q.id: q for q in task.questions}
@@ -388,8 +386,8 @@ def test_real_report_for_conversation_zero(real_file: Path) -> None:
     assert any(";" in entry for entry in report.evidence_repaired)
 
 
-def test_real_conversation_range(real_file: Path) -> None:
-    total = count_conversations(real_file)
+def test_real_conversation_range(real_file: Path, real_raw: list[dict[str, Any]]) -> None:
+    total = len(real_raw)
     assert total >= 1
     assert load_locomo(real_file, conversation=total - 1).texts
     with pytest.raises(ValueError, match=f"0\\.\\.{total - 1}"):

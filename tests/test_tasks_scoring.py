@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mstar_ray.tasks.scoring import exact_match, normalize_answer, summarize, token_f1
+from mstar_ray.tasks.scoring import normalize_answer, token_f1
 
 
 @pytest.mark.parametrize(
@@ -47,21 +47,3 @@ def test_token_f1_zero_cases_follow_squad_v1() -> None:
     # Both sides normalise to nothing: no common token, so 0.0 (SQuAD v1.1, not v2.0).
     assert token_f1("the", "a") == 0.0
     assert token_f1("", "") == 0.0
-
-
-def test_exact_match() -> None:
-    assert exact_match("The Eiffel Tower!", "eiffel tower") == 1.0
-    assert exact_match("Eiffel", "eiffel tower") == 0.0
-    assert isinstance(exact_match("a", "b"), float)
-
-
-def test_summarize_overall_and_per_category() -> None:
-    summary = summarize([("temporal", 1.0), ("multi-hop", 0.5), ("temporal", 0.0), ("multi-hop", 0.25)])
-    assert summary["overall"] == {"mean": pytest.approx(0.4375), "count": 4}
-    assert summary["by_category"]["temporal"] == {"mean": pytest.approx(0.5), "count": 2}
-    assert summary["by_category"]["multi-hop"] == {"mean": pytest.approx(0.375), "count": 2}
-    assert list(summary["by_category"]) == ["multi-hop", "temporal"]  # sorted for stable tables
-
-
-def test_summarize_empty_has_no_mean() -> None:
-    assert summarize([]) == {"overall": {"mean": None, "count": 0}, "by_category": {}}

@@ -10,8 +10,8 @@ from collections import Counter
 import pytest
 
 from mstar_ray.tasks import synthetic
-from mstar_ray.tasks.model import Question, Task
-from mstar_ray.tasks.registry import TASK_NAMES, limit_questions, load_task
+from mstar_ray.tasks.model import Question, Task, limit_questions
+from mstar_ray.tasks.registry import TASK_NAMES, load_task
 from mstar_ray.tasks.synthetic import CATEGORIES, make_synthetic
 
 CONFIGS = [

@@ -11,8 +11,8 @@ import ray
 
 from mstar_ray.actors.progress_board import ProgressReporter
 from mstar_ray.actors.run_services import RemoteCache, RemoteGateway
-from mstar_ray.agent.protocol import evaluate
-from mstar_ray.llm.roles import RoleClients
+from mstar_ray.actors.wiring import RoleClients
+from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.sandbox_host import SandboxLimits, check_layers, shared_fork_server
 from mstar_ray.search.jobs import EvalJob, EvalOutcome, static_score

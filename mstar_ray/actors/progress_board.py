@@ -19,7 +19,7 @@ import uuid
 import ray
 
 from mstar_ray.actors.run_services import on_this_node
-from mstar_ray.agent.protocol import EvalProgress
+from mstar_ray.results import EvalProgress
 
 POST_INTERVAL_S = 1.0
 logger = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ray
 
 from mstar_ray.actors.run_services import RemoteCache, RemoteGateway
-from mstar_ray.llm.roles import RoleClients
+from mstar_ray.actors.wiring import RoleClients
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.reflect.edit_formats import resolve_format
 from mstar_ray.reflect.reflector import LLMReflector, OfflineReflector, ReflectionOutcome

@@ -22,6 +22,7 @@ from mstar_ray.llm.cache import SqliteCache
 from mstar_ray.llm.governor import Admission, Governor, UsageSnapshot
 from mstar_ray.llm.ledger import CallRecord, RoleUsage
 from mstar_ray.llm.settings import LLMSettings
+from mstar_ray.runlog import layout
 
 # Concurrent calls an actor serves; waits happen in the callers, so calls are short.
 SERVICE_THREADS = 32
@@ -117,7 +118,7 @@ def on_this_node() -> NodeAffinitySchedulingStrategy:
 def start_run_services(run_dir: str | Path, settings: LLMSettings) -> tuple[RemoteCache, RemoteGateway]:
     """Start both services on this (the driver's) node; the cache file is ``RUN_DIR/cache.sqlite``."""
     here = on_this_node()
-    path = str(Path(run_dir).resolve() / "cache.sqlite")
+    path = str(Path(run_dir).resolve() / layout.CACHE)
     token = uuid.uuid4().hex[:12]
     cache_name, gateway_name = f"mstar-cache-{token}", f"mstar-gateway-{token}"
     cache = CacheActor.options(name=cache_name, scheduling_strategy=here).remote(path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from mstar_ray.llm.usage import StepUsage
-from mstar_ray.schema import FieldSpec
+from mstar_ray.program_schema import FieldSpec
 
 
 class AgentBackend(Protocol):
@@ -29,11 +29,3 @@ class AgentBackend(Protocol):
 
     def usage(self) -> dict[str, StepUsage]:
         """Requests so far per step (cumulative; callers take differences)."""
-
-
-class Embedder(Protocol):
-    name: str
-    dim: int
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        """One unit-length vector per text, in order."""

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from mstar_ray.llm.client import LLMClient
-from mstar_ray.llm.usage import StepUsage
 from mstar_ray.llm.structured import conform, fallback, parse_json_object
-from mstar_ray.schema import FieldSpec
+from mstar_ray.llm.usage import StepUsage
+from mstar_ray.program_schema import FieldSpec
 
 ANSWER_MAX_TOKENS = 64
 

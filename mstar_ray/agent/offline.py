@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from mstar_ray.agent import text as tx
+from mstar_ray import text as tx
 from mstar_ray.llm.usage import StepUsage
-from mstar_ray.schema import FieldSpec
+from mstar_ray.program_schema import FieldSpec
 
 IDK = "I don't know"
 

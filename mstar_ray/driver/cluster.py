@@ -6,11 +6,12 @@ import os
 
 import ray
 
+from mstar_ray.blas import ONE_THREAD
 from mstar_ray.run_config import RunConfig
 
-# One BLAS thread per process: evaluators already fill the cores, and threaded BLAS on a busy machine is
-# measured 4-20x slower (scripts/bench_subsets.py).
-WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+# One BLAS thread per process (mstar_ray.blas): evaluators already fill the cores, and threaded BLAS on a busy
+# machine is measured 4-20x slower (scripts/bench_subsets.py).
+WORKER_ENV = {**ONE_THREAD, "TOKENIZERS_PARALLELISM": "false"}
 
 
 def connect(config: RunConfig, address: str | None) -> dict[str, float]:

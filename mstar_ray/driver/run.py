@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mstar_ray.driver.candidate import Seed
+from mstar_ray.actors.wiring import probe_endpoints
 from mstar_ray.driver.progress import Progress
 from mstar_ray.driver.run_dir import RunDir
-from mstar_ray.llm.roles import probe_endpoints
-from mstar_ray.runlog import layout
+from mstar_ray.exit_codes import EXIT_ENDPOINT, EXIT_OK
 from mstar_ray.run_config import load_run_config, resolve_seeds
+from mstar_ray.runlog import layout
+from mstar_ray.state.candidate import Seed
 from mstar_ray.tasks.registry import load_task
 
 
@@ -18,7 +19,8 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     import ray
 
     from mstar_ray.driver.cluster import connect
-    from mstar_ray.driver.resume import merge_resume_config, restore
+    from mstar_ray.driver.resume import merge_resume_config
+    from mstar_ray.state.replay import restore
     from mstar_ray.driver.search import FatalRunError, SearchDriver
 
     restored = None
@@ -57,7 +59,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         directory.event("stopped", detail=f"error: {exc}")
         directory.close()
         progress.message(f"error: {exc}\nfinished work is kept in {directory.path}")
-        return 3
+        return EXIT_ENDPOINT
     finally:
         ray.shutdown()
     def described(member) -> dict:
@@ -83,4 +85,4 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     directory.write_best(result.best.source)
     directory.close()
     print(json.dumps(summary, indent=1))
-    return 0
+    return EXIT_OK

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import yaml
 
-from mstar_ray.driver.candidate import Seed
-from mstar_ray.llm.ledger import Price
+from mstar_ray.llm.ledger import Price, call_cost
 from mstar_ray.program_id import program_id
 from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog import layout
 from mstar_ray.runlog.schemas import CandidateRow, EventRow, LLMCallRow, ResultRow
 from mstar_ray.runlog.sources import load_source, store_source
 from mstar_ray.runlog.writer import LogWriter, write_atomic
+from mstar_ray.state.candidate import Seed
 
 
 class RunDir:
@@ -167,5 +167,5 @@ class RunDir:
         write_atomic(self.path / layout.BEST, source.encode())
 
     def _cost(self, call) -> float:
-        price = self.prices.get(call.model)
-        return price.cost(call.prompt_tokens, call.completion_tokens) if price and not call.cache_hit else 0.0
+        """A cache hit cost nothing; anything else as the ledger prices it."""
+        return 0.0 if call.cache_hit else call_cost(self.prices, call.model, call.prompt_tokens, call.completion_tokens)

@@ -22,23 +22,24 @@ from mstar_ray.actors.progress_board import start_progress_board
 from mstar_ray.actors.reflector import ReflectorActor
 from mstar_ray.actors.run_services import start_run_services
 from mstar_ray.actors.structure_tasks import pairwise_on_ray
+from mstar_ray.actors.wiring import RoleClients
 from mstar_ray.contract import inspect_program
-from mstar_ray.driver.candidate import Candidate, Seed
 from mstar_ray.driver.cluster import pool_size
-from mstar_ray.driver.progress import InFlight, Progress, ProgressState
-from mstar_ray.driver.resume import Restored
+from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
-from mstar_ray.llm.roles import RoleClients
 from mstar_ray.program_ast import changed_pieces
 from mstar_ray.reflect.reflector import Child, Discard
 from mstar_ray.reflect.request import ALREADY_EVALUATED, LineageEntry, ReflectionRequest, sample_cases
 from mstar_ray.run_config import RunConfig
+from mstar_ray.runlog.live import InFlight
 from mstar_ray.sandbox_host import SandboxStartError, SandboxUnavailable
 from mstar_ray.search.jobs import EvalJob, EvalOutcome
 from mstar_ray.search.population import Member, Population
 from mstar_ray.search.selection import Confirmation, Incumbent, Selection
 from mstar_ray.search.split import SplitPlan
+from mstar_ray.state.candidate import Candidate, FixRound, Seed
+from mstar_ray.state.replay import Restored
 from mstar_ray.structure.families import Families, population_families
 from mstar_ray.structure.index import StructureIndex
 from mstar_ray.tasks.model import Task
@@ -89,20 +90,22 @@ class SearchDriver:
         self.run_dir = run_dir
         self.progress = progress
         self.population = Population()
-        self.tried: dict[str, list[LineageEntry]] = collections.defaultdict(list)  # by parent id
+        # By parent id: what became of each child reflected from it (its score and delta, a violation, a
+        # discard), shown in the next reflection prompt on that parent so it does not try the same again.
+        self.children_tried: dict[str, list[LineageEntry]] = collections.defaultdict(list)
         self.seen: set[str] = set()  # every candidate id ever queued: none is evaluated twice
         self.structure = StructureIndex(config.search.structure_level)  # ... nor any structure twice
         self.queue: collections.deque[Candidate] = collections.deque()
         self.fix_queue: collections.deque[ReflectionRequest] = collections.deque()
         self.flights: dict[ray.ObjectRef, Flight] = {}
         self.state = ProgressState(target=config.search.max_candidates)
-        self._fix_rounds: dict[str, tuple[int, str, int]] = {}  # failed child -> (round, its parent, iteration)
+        self._fix_rounds: dict[str, FixRound] = {}  # by the id of the child whose violation is being fixed
         self.replacements = 0
         self.crashes: collections.Counter[str] = collections.Counter()  # evaluator deaths per candidate
         self.iterations = 0
-        self.redo: collections.deque[int] = collections.deque()
+        self.reissue: collections.deque[int] = collections.deque()  # iterations whose reflection a resume re-issues
         self.stop_reason = ""  # a reason that ends the run (budget spent)
-        self.blocked = ""  # why no new reflection started last time (a budget reached)
+        self.budget_reached = ""  # which budget kept the last new reflection from starting ("" while none)
         self.started = time.monotonic()
         self._live_at = 0.0
         self._live: list[dict] | None = None
@@ -112,10 +115,10 @@ class SearchDriver:
     def _restore(self, restored: Restored) -> None:
         for member in restored.members:
             self.population.add(member)
-        self.tried.update(restored.tried)
+        self.children_tried.update(restored.children_tried)
         self.seen = set(restored.seen)
         self.iterations = restored.iterations
-        self.redo = collections.deque(restored.reflections)
+        self.reissue = collections.deque(restored.reflections)
         self.gateway.restore(restored.usage)
         self.state.evaluated, self.state.discarded = restored.evaluated, restored.discarded
         self.state.violations = restored.violations
@@ -228,7 +231,7 @@ class SearchDriver:
             for ref in ready:
                 self._finish(ref, self.flights.pop(ref))
             self._refresh()
-        self.stop_reason = self.stop_reason or self.blocked or "no parent could give a valid child"
+        self.stop_reason = self.stop_reason or self.budget_reached or "no parent could give a valid child"
         return self._final()
 
     def _fill(self) -> None:
@@ -273,15 +276,15 @@ class SearchDriver:
         if budget:
             self.stop_reason = budget
         elif cfg.max_candidates is not None and committed >= cfg.max_candidates:
-            self.blocked = f"max_candidates ({cfg.max_candidates}) reached"
+            self.budget_reached = f"max_candidates ({cfg.max_candidates}) reached"
         elif cfg.max_iterations is not None and self.iterations >= cfg.max_iterations:
-            self.blocked = f"max_iterations ({cfg.max_iterations}) reached"
+            self.budget_reached = f"max_iterations ({cfg.max_iterations}) reached"
         elif cfg.max_iterations is None and cfg.max_candidates is not None and \
                 self.iterations >= REFLECTIONS_PER_CANDIDATE * cfg.max_candidates:
-            self.blocked = (f"{self.iterations} reflections gave fewer than max_candidates ({cfg.max_candidates}) "
+            self.budget_reached = (f"{self.iterations} reflections gave fewer than max_candidates ({cfg.max_candidates}) "
                             "children to evaluate (discards and duplicates); set max_iterations to allow more")
         elif cfg.max_wall_s is not None and time.monotonic() - self.started >= cfg.max_wall_s:
-            self.blocked = f"max_wall_s ({cfg.max_wall_s:g} s) reached"
+            self.budget_reached = f"max_wall_s ({cfg.max_wall_s:g} s) reached"
         else:
             return not self.stop_reason
         return False
@@ -289,8 +292,8 @@ class SearchDriver:
     def _next_request(self) -> ReflectionRequest | None:
         if self.fix_queue and self._budget_left():
             return self.fix_queue.popleft()
-        if self.redo:
-            return self._reflection_request(self.redo.popleft())  # in flight when the run stopped
+        if self.reissue:
+            return self._reflection_request(self.reissue.popleft())  # in flight when the run stopped
         seeds_pending = any(f.kind == "eval" and f.candidate.origin == "seed" for f in self.flights.values())
         if seeds_pending or any(c.origin == "seed" for c in self.queue) or not len(self.population):
             return None
@@ -320,7 +323,7 @@ class SearchDriver:
             entries.append(LineageEntry(
                 id=member.id, relation="parent" if member is parent else "ancestor", commit_message=member.commit_message,
                 score=member.score, delta=None if before is None else member.score - before))
-        return entries + self.tried[parent.id]
+        return entries + self.children_tried[parent.id]
 
     # ------------------------------------------------------------------------------------------ results
 
@@ -387,7 +390,7 @@ class SearchDriver:
         if candidate.origin != "seed":
             self.state.evaluated += 1
         if candidate.parent is not None:
-            self.tried[candidate.parent].append(LineageEntry(
+            self.children_tried[candidate.parent].append(LineageEntry(
                 id=candidate.id, relation="child", commit_message=candidate.commit_message,
                 note=f"evaluation failed: {error[:200]}"))
 
@@ -405,16 +408,15 @@ class SearchDriver:
             v = report.violation
             self.progress.message(f"{candidate.id} broke the contract during {v.phase}: [{v.kind}] {v.message[:200]}")
             if candidate.parent is not None:
-                self.tried[candidate.parent].append(LineageEntry(
+                self.children_tried[candidate.parent].append(LineageEntry(
                     id=candidate.id, relation="child", commit_message=candidate.commit_message, score=0.0,
                     delta=-self.population.get(candidate.parent).score, note=f"runtime violation: {v.kind}"))
             if candidate.origin != "seed":
                 self.state.evaluated += 1
                 self._maybe_fix(candidate, report)
             return
-        member = Member(id=candidate.id, source=candidate.source, parent=candidate.parent, origin=candidate.origin,
-                        commit_message=candidate.commit_message, iteration=candidate.iteration,
-                        score=outcome.static_score, results=report.results, write_example=report.write_example)
+        member = Member(**candidate.identity(), score=outcome.static_score, results=report.results,
+                        write_example=report.write_example)
         challenge = self.incumbent.offer(member)
         self.run_dir.write_evaluation(candidate, outcome, rotating, **fitness, interval=self.incumbent.interval(member),
                                       challenge=challenge)
@@ -428,7 +430,7 @@ class SearchDriver:
         else:
             self.state.evaluated += 1
             parent = self.population.get(candidate.parent)
-            self.tried[parent.id].append(LineageEntry(id=member.id, relation="child", commit_message=member.commit_message,
+            self.children_tried[parent.id].append(LineageEntry(id=member.id, relation="child", commit_message=member.commit_message,
                                                       score=member.score, delta=member.score - parent.score,
                                                       changed=changed_pieces(parent.source, member.source)))
         self._show_best()
@@ -451,18 +453,19 @@ class SearchDriver:
             known_ids=sorted(self.seen), frozen_code=cfg.frozen_code, frozen_instructions=cfg.frozen_instructions,
             seed=candidate.fix_round, lineage=self._lineage(parent), iteration=candidate.iteration,
         ))
-        self._fix_rounds[candidate.id] = (candidate.fix_round + 1, parent.id, candidate.iteration)
+        self._fix_rounds[candidate.id] = FixRound(round=candidate.fix_round + 1, parent=parent.id,
+                                                  iteration=candidate.iteration)
 
     def _reflected(self, request: ReflectionRequest, result: Child | Discard) -> None:
         if isinstance(result, Discard):
             self._fix_rounds.pop(request.parent_id, None)
             self.state.discarded += 1
             self.run_dir.write_discard(request, result, request.iteration)
-            self.tried[request.parent_id].append(LineageEntry(
+            self.children_tried[request.parent_id].append(LineageEntry(
                 id="-", relation="child", commit_message="(no valid child)", note=result.errors[-1][:200] if result.errors else result.reason))
             return
         fix = self._fix_rounds.pop(request.parent_id, None) if request.kind == "runtime_fix" else None
-        parent, iteration, fix_round = (fix[1], fix[2], fix[0]) if fix else (request.parent_id, request.iteration, 0)
+        parent, iteration, fix_round = (fix.parent, fix.iteration, fix.round) if fix else (request.parent_id, request.iteration, 0)
         self._enqueue(Candidate(id=result.id, source=result.source, parent=parent,
                                 origin="runtime-fix" if fix else result.origin, commit_message=result.commit_message,
                                 iteration=iteration, fix_round=fix_round, patch=result.patch,
@@ -494,7 +497,7 @@ class SearchDriver:
         self.state.duplicates += 1
         if candidate.parent in self.population:
             parent = self.population.get(candidate.parent)
-            self.tried[candidate.parent].append(LineageEntry(
+            self.children_tried[candidate.parent].append(LineageEntry(
                 id=candidate.id, relation="child", commit_message=candidate.commit_message, score=score,
                 delta=None if score is None else score - parent.score, changed=changed_pieces(parent.source, candidate.source),
                 note=f"{how} to a program {ALREADY_EVALUATED}: change something that matters"))
@@ -556,7 +559,7 @@ class SearchDriver:
             self._refresh(jobs=[jobs[i] for i in jobs if i not in outcomes])
         split = "test" if purpose == "test" else "confirmation"
         for m in members:
-            candidate = Candidate(m.id, m.source, m.parent, m.origin, m.commit_message, m.iteration)
+            candidate = Candidate(**m.identity())
             self.run_dir.write_evaluation(candidate, outcomes[m.id], {q: split for q in question_ids})
         return outcomes
 

@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 
-from mstar_ray.agent.backend import Embedder
+from mstar_ray.embedding.embedder import Embedder
 from mstar_ray.llm.cache import CacheStore, MemoryCache, request_key
 from mstar_ray.llm.usage import StepUsage
 

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from mstar_ray.agent.text import STOP_WORDS
+from mstar_ray.text import STOP_WORDS
 
 _WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)*")
 

@@ -19,12 +19,12 @@ import matplotlib
 matplotlib.use("Agg")  # no display: figures are only ever rendered to PNG
 import matplotlib.pyplot as plt  # noqa: E402
 
-from mstar_ray.driver.resume import restore  # noqa: E402
 from mstar_ray.inspect.status import chosen  # noqa: E402
 from mstar_ray.run_config import load_run_config  # noqa: E402
 from mstar_ray.runlog import layout  # noqa: E402
 from mstar_ray.runlog.reader import read_rows  # noqa: E402
 from mstar_ray.search.split import Split  # noqa: E402
+from mstar_ray.state.replay import restore  # noqa: E402
 from mstar_ray.structure.families import Families, population_families  # noqa: E402
 from mstar_ray.structure.index import StructureIndex  # noqa: E402
 

@@ -8,14 +8,14 @@ import json
 import os
 from pathlib import Path
 
-from mstar_ray.driver.progress import InFlight
-from mstar_ray.driver.resume import Restored, restore
 from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog import layout
+from mstar_ray.runlog.live import InFlight
 from mstar_ray.runlog.reader import read_rows
 from mstar_ray.search.population import Member
 from mstar_ray.search.selection import Incumbent, replay
 from mstar_ray.search.split import Split
+from mstar_ray.state.replay import Restored, restore
 
 
 def driver_alive(run_dir: Path) -> bool:

@@ -5,6 +5,8 @@ Cache hits cost nothing and are not recorded here; the callers count them for th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -16,6 +18,13 @@ class Price(BaseModel):
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok) / 1e6
+
+
+def call_cost(prices: Mapping[str, Price], model: str, prompt_tokens: int, completion_tokens: int) -> float:
+    """What one answered request cost, in USD: priced by its model's row of the table; a model the table does
+    not list costs nothing (a local server). The one place a cost is computed (the ledger, the run log)."""
+    price = prices.get(model)
+    return price.cost(prompt_tokens, completion_tokens) if price is not None else 0.0
 
 
 class Budget(BaseModel):
@@ -65,9 +74,7 @@ class Ledger:
         usage.calls += 1
         usage.prompt_tokens += call.prompt_tokens
         usage.completion_tokens += call.completion_tokens
-        price = self.prices.get(call.model)
-        if price is not None:
-            usage.cost_usd += price.cost(call.prompt_tokens, call.completion_tokens)
+        usage.cost_usd += call_cost(self.prices, call.model, call.prompt_tokens, call.completion_tokens)
 
     def total(self) -> RoleUsage:
         total = RoleUsage()

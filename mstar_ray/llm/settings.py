@@ -12,12 +12,13 @@ from mstar_ray.llm.ledger import Budget, Price
 from mstar_ray.llm.limits import EndpointLimit
 
 ROLES = ("task", "toolkit", "reflector", "judge")
+EMBEDDER_KINDS: tuple[str, ...] = ("minilm", "openai", "hashing")  # built by actors.wiring.make_embedder
 
 
 class EmbeddingConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["minilm", "openai", "hashing"] = Field(
+    kind: Literal[EMBEDDER_KINDS] = Field(
         "minilm", description="minilm: all-MiniLM-L6-v2 on this machine; openai: a /v1/embeddings endpoint; "
         "hashing: lexical feature hashing (no model)")
     base_url: str | None = None

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from mstar_ray.schema import FieldSpec
+from mstar_ray.program_schema import FieldSpec
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from mstar_ray.agent.protocol import QuestionResult
+from mstar_ray.results import QuestionResult
 
 MAX_FAILURES = 3
 CASE_CONTEXT_CHARS = 1200

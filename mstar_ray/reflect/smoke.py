@@ -4,9 +4,9 @@ this checks that the program runs, not how well it remembers."""
 
 from __future__ import annotations
 
-from mstar_ray.agent.backend import Embedder
 from mstar_ray.agent.offline import toolkit_answer
 from mstar_ray.contract import inspect_program
+from mstar_ray.embedding.embedder import Embedder
 from mstar_ray.llm.structured import fallback
 from mstar_ray.sandbox_host import Sandbox, SandboxLimits
 

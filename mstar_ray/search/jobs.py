@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, model_validator
 
-from mstar_ray.agent.protocol import EvalReport
 from mstar_ray.llm.usage import CallLog
+from mstar_ray.results import EvalReport
 from mstar_ray.tasks.model import Question, RawText
 
 

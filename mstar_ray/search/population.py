@@ -11,20 +11,15 @@ import math
 import random
 from typing import Literal
 
-from pydantic import BaseModel
-
-from mstar_ray.agent.protocol import QuestionResult
+from mstar_ray.results import QuestionResult
+from mstar_ray.search.identity import ProgramIdentity
 
 ParentMode = Literal["softmax", "greedy", "chain"]
 
 
-class Member(BaseModel):
-    id: str
-    source: str
-    parent: str | None
-    origin: str  # seed | reflection | mutation:<kind> | ...
-    commit_message: str
-    iteration: int
+class Member(ProgramIdentity):
+    """A program in the population: its identity, fitness, and what reflection on it reads."""
+
     score: float  # mean over the static set: the fitness J
     results: list[QuestionResult] = []  # static and rotating, for failure and success cases
     write_example: dict | None = None

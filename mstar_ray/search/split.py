@@ -17,7 +17,7 @@ import random
 import numpy as np
 from pydantic import BaseModel
 
-from mstar_ray.agent.backend import Embedder
+from mstar_ray.embedding.embedder import Embedder
 from mstar_ray.search.subsets import choose_validation_split, facility_location, rotating_set
 from mstar_ray.tasks.model import Question, RawText, Task
 

@@ -28,8 +28,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from mstar_ray.tasks.model import Question, RawText, Task
-from mstar_ray.tasks.registry import limit_questions
+from mstar_ray.tasks.model import Question, RawText, Task, limit_questions
 
 SIZES = ("100K", "500K", "1M", "10M")
 ABILITIES = (

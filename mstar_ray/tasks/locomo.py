@@ -20,8 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mstar_ray.tasks.dialogue import Granularity, dialogue_texts, granularity_suffix
-from mstar_ray.tasks.model import Question, RawText, Task
-from mstar_ray.tasks.registry import limit_questions
+from mstar_ray.tasks.model import Question, RawText, Task, limit_questions
 
 logger = logging.getLogger(__name__)
 
@@ -188,11 +187,6 @@ def _parse_sample(file: Path, index: int, raw: Any) -> _RawSample:
         return _RawSample.model_validate(raw)
     except ValidationError as err:
         raise ValueError(f"{file}: sample {index} does not have the LoCoMo structure: {_describe(err)}") from err
-
-
-def count_conversations(path: str | Path | None = None) -> int:
-    """Number of conversations (samples) in the LoCoMo file."""
-    return len(_load_samples(path)[1])
 
 
 # ---------------------------------------------------------------------------------------------------------

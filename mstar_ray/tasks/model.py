@@ -8,6 +8,7 @@ X itself say" for any task family. A text that lists no units is one unit, named
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -52,6 +53,29 @@ class Question(BaseModel):
     answer: str
     category: str
     evidence: list[str] = []  # evidence unit ids
+
+
+def limit_questions(questions: Sequence[Question], limit: int | None) -> list[Question]:
+    """Keep at most ``limit`` questions, taken round-robin across categories, in their original order.
+
+    Round-robin so that a small limit (say 8 for a quick smoke run) still exercises every category instead of
+    only the first one in the file; the result of ``limit=n`` is always a subset of ``limit=n+1``.
+    """
+    if limit is None:
+        return list(questions)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
+    queues: dict[str, list[int]] = {}
+    for index, question in enumerate(questions):
+        queues.setdefault(question.category, []).append(index)
+    chosen: list[int] = []
+    depth = 0
+    while len(chosen) < limit and any(depth < len(queue) for queue in queues.values()):
+        for queue in queues.values():
+            if depth < len(queue) and len(chosen) < limit:
+                chosen.append(queue[depth])
+        depth += 1
+    return [questions[index] for index in sorted(chosen)]
 
 
 class Evidence(NamedTuple):

@@ -3,37 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 from mstar_ray.tasks.dialogue import Granularity
-from mstar_ray.tasks.model import Question, Task
+from mstar_ray.tasks.model import Task, limit_questions
 
 logger = logging.getLogger(__name__)
 
 TASK_NAMES: tuple[str, ...] = ("locomo", "synthetic", "beam")
-
-
-def limit_questions(questions: Sequence[Question], limit: int | None) -> list[Question]:
-    """Keep at most ``limit`` questions, taken round-robin across categories, in their original order.
-
-    Round-robin so that a small limit (say 8 for a quick smoke run) still exercises every category instead of
-    only the first one in the file; the result of ``limit=n`` is always a subset of ``limit=n+1``.
-    """
-    if limit is None:
-        return list(questions)
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
-    queues: dict[str, list[int]] = {}
-    for index, question in enumerate(questions):
-        queues.setdefault(question.category, []).append(index)
-    chosen: list[int] = []
-    depth = 0
-    while len(chosen) < limit and any(depth < len(queue) for queue in queues.values()):
-        for queue in queues.values():
-            if depth < len(queue) and len(chosen) < limit:
-                chosen.append(queue[depth])
-        depth += 1
-    return [questions[index] for index in sorted(chosen)]
 
 
 def load_task(

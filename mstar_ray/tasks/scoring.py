@@ -38,28 +38,3 @@ def token_f1(prediction: str, ground_truth: str) -> float:
     precision = overlap / len(pred_tokens)
     recall = overlap / len(gold_tokens)
     return 2 * precision * recall / (precision + recall)
-
-
-def exact_match(prediction: str, ground_truth: str) -> float:
-    """1.0 when both sides normalise to the same string, else 0.0 (a float so it averages like F1)."""
-    return 1.0 if normalize_answer(prediction) == normalize_answer(ground_truth) else 0.0
-
-
-def summarize(scores: list[tuple[str, float]]) -> dict:
-    """Aggregate ``(category, score)`` pairs into an overall and a per-category mean with counts.
-
-    Returns ``{"overall": {"mean", "count"}, "by_category": {category: {"mean", "count"}}}`` with categories
-    sorted by name so tables come out in the same order whatever order questions were answered in. A mean over
-    no scores is ``None`` rather than 0.0, which would read as a real (terrible) score.
-    """
-    by_category: dict[str, list[float]] = {}
-    for category, score in scores:
-        by_category.setdefault(category, []).append(float(score))
-
-    def _stats(values: list[float]) -> dict:
-        return {"mean": sum(values) / len(values) if values else None, "count": len(values)}
-
-    return {
-        "overall": _stats([float(score) for _, score in scores]),
-        "by_category": {category: _stats(by_category[category]) for category in sorted(by_category)},
-    }

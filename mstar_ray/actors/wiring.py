@@ -1,5 +1,8 @@
-"""Turning the ``llm`` settings into working parts for one process: a client per role sharing the run's
-cache and gateway, the task-agent backend, the judge and the embedder."""
+"""What a process builds from the ``llm`` settings (the run's wiring): a client per role sharing the run's
+cache and gateway, the task-agent backend, the judge and the embedder; and the endpoint check before a run.
+
+It sits above ``llm``, ``embedding``, ``agent`` and ``tasks`` (it picks among them), beside the actors that use
+it; the CLI's ``eval`` and the driver use it too. Nothing here imports Ray."""
 
 from __future__ import annotations
 
@@ -7,8 +10,9 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from mstar_ray.agent.backend import AgentBackend, Embedder
+from mstar_ray.agent.backend import AgentBackend
 from mstar_ray.embedding.cached import CachedEmbedder
+from mstar_ray.embedding.embedder import Embedder
 from mstar_ray.llm.cache import CacheStore, MemoryCache
 from mstar_ray.llm.governor import Gateway, Governor
 from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings

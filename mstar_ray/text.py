@@ -1,7 +1,9 @@
-"""Plain-text helpers for the offline task agent: turns, sentences, tokens, dates, names, numbers.
+"""Plain-text analysis: turns, sentences, tokens, stems, stop words, dates, names, numbers.
 
-Everything here is deterministic and rule-based (regular expressions and small word lists), so the
-offline backend gives the same output in every process. Nothing here knows about schemas or prompts.
+Used by the offline task agent (``mstar_ray.agent.offline``) and the lexical embedder
+(``mstar_ray.embedding.hashing``); it imports nothing of mstar_ray, so either may use it. Everything here
+is deterministic and rule-based (regular expressions and small word lists), so the offline backend gives
+the same output in every process. Nothing here knows about schemas or prompts.
 """
 
 from __future__ import annotations

@@ -1,0 +1,42 @@
+"""The offline reflector: generic, source-to-source mutations of a memory program.
+
+With the ``offline`` backend there is no reflector LLM to write patches, yet the search must still
+produce children that can score better than their parents. Each mutation here reads the program's
+syntax tree only to find *where* to edit, then edits the original text at exact line/column spans:
+comments and formatting elsewhere survive, and a child differs from its parent by a small readable
+diff, described by a commit-message-like ``Mutation.description``.
+
+Kinds (each a function ``kind(source, rng, *, avoid=())``, ``crossover`` also taking the donor's
+source; deterministic given the generator; ``avoid`` lists programs a child must not equal):
+
+- ``perturb_numbers``: scale one numeric tunable (an UPPER_CASE module constant, or an int literal
+  used as a slice bound, keyword argument, comparison threshold or default inside the code).
+- ``crossover``: take a consistent unit (methods, the whole ``KnowledgeBase``, a helper function, a
+  schema dataclass or a constant's value) from another program of the population.
+- ``edit_instruction``: add or drop one generic guidance sentence in an instruction constant.
+- ``filter_writes``: stop ``write()`` from storing small talk (turns too short to hold a fact) or
+  repeats (turns already stored word for word); both crowd facts out of a bounded ``read()``.
+- ``order_by_recency``: flip whether memory keeps/returns the newest or the oldest entry first, which
+  decides ties in favour of updated facts ("what does X do *now*").
+
+``propose`` picks a kind at random, honours the ablation switches, falls back to other kinds when one
+does not apply, and never returns a program already in the population. Every program returned
+passes ``check_source``, compiles, reads no undefined name and differs from its parent; otherwise
+``NoMutation`` is raised.
+
+The package: ``engine`` (the result type, text edits at AST spans, validity, shared AST lookups), ``names``
+(free and bound names), one module per kind (``perturb``, ``crossover``, ``instructions``, ``writes``:
+``filter_writes`` and ``order_by_recency``, which both decide what memory keeps), and ``propose``.
+"""
+
+from mstar_ray.reflect.mutations.crossover import crossover
+from mstar_ray.reflect.mutations.engine import READ_LIMIT, SCALE_FACTORS, Mutation, NoMutation
+from mstar_ray.reflect.mutations.instructions import GUIDANCE, edit_instruction
+from mstar_ray.reflect.mutations.perturb import perturb_numbers
+from mstar_ray.reflect.mutations.propose import KIND_WEIGHTS, propose
+from mstar_ray.reflect.mutations.writes import MIN_WRITE_WORDS, filter_writes, order_by_recency
+
+__all__ = [
+    "GUIDANCE", "KIND_WEIGHTS", "MIN_WRITE_WORDS", "READ_LIMIT", "SCALE_FACTORS", "Mutation", "NoMutation",
+    "crossover", "edit_instruction", "filter_writes", "order_by_recency", "perturb_numbers", "propose",
+]

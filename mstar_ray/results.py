@@ -1,0 +1,112 @@
+"""What one evaluation of a program produces: a result per question, the report, and its progress as it runs.
+
+Shared by the evaluation (``mstar_ray.agent.evaluation``), the search (``mstar_ray.search``) and the
+reflector (``mstar_ray.reflect``), so it imports only what the records are made of.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from mstar_ray.llm.usage import StepUsage
+
+
+class QuestionResult(BaseModel):
+    id: str
+    category: str
+    question: str
+    expected: str
+    prediction: str = ""
+    score: float = 0.0
+    judge: float | None = None  # 1 correct, 0 wrong, None not judged (no judge, or an unreadable verdict)
+    query: dict[str, Any] | None = None
+    context: str = ""
+    error: str | None = None
+    seconds: float = 0.0
+
+
+class CategoryScore(BaseModel):
+    n: int
+    score: float
+
+
+class RuntimeViolation(BaseModel):
+    phase: str  # load | write | read | feedback
+    kind: str
+    message: str
+    traceback: str = ""
+
+
+class SandboxInfo(BaseModel):
+    layers: list[str]
+    missing_layers: dict[str, str]
+    ready_seconds: float | None
+
+
+class EvalReport(BaseModel):
+    task: str
+    backend: str
+    embedder: str
+    texts_written: int
+    score: float
+    categories: dict[str, CategoryScore]
+    results: list[QuestionResult]
+    violation: RuntimeViolation | None = None
+    write_example: dict[str, Any] | None = None  # the first stored item and its raw text, for reflection
+    write_errors: int = 0
+    write_error_examples: list[str] = []
+    judge_score: float | None = None  # mean verdict over the judged questions
+    judged: int = 0
+    calls: dict[str, int]
+    llm: dict[str, StepUsage] = {}  # per step: requests, cache hits, retries, tokens (real-LLM backends)
+    embedding: StepUsage | None = None  # texts embedded and cache hits (cached embedders)
+    wall_seconds: float
+    sandbox: SandboxInfo
+
+    def without(self, ids: Collection[str]) -> EvalReport:
+        """The report without the results of ``ids`` (a feedback slice that is not to be logged)."""
+        kept = [r for r in self.results if r.id not in set(ids)]
+        score, categories = summarise(kept)
+        return self.model_copy(update={"results": kept, "score": score, "categories": categories})
+
+
+@dataclass
+class EvalProgress:
+    """How far one evaluation has got, updated in place as it runs (a dataclass: it changes at every
+    write and every question, so it must cost next to nothing)."""
+
+    texts_total: int
+    questions_total: int
+    texts_done: int = 0
+    questions_done: int = 0
+    write_s: float = 0.0  # time spent writing so far
+    read_s: float = 0.0  # time spent reading and answering so far
+    finished: bool = False
+
+    def eta_s(self) -> float | None:
+        """Seconds left at the rates seen so far (a question is assumed to cost what a write costs until
+        one has been answered); None before anything was timed."""
+        if self.finished:
+            return 0.0
+        per_text = self.write_s / self.texts_done if self.texts_done else None
+        per_question = self.read_s / self.questions_done if self.questions_done else per_text
+        if per_question is None:
+            return None
+        left = (self.texts_total - self.texts_done) * (per_text or per_question)
+        return left + (self.questions_total - self.questions_done) * per_question
+
+
+ProgressHook = Callable[[EvalProgress], None]
+
+
+def summarise(results: list[QuestionResult]) -> tuple[float, dict[str, CategoryScore]]:
+    by_category: dict[str, list[float]] = {}
+    for result in results:
+        by_category.setdefault(result.category, []).append(result.score)
+    categories = {name: CategoryScore(n=len(s), score=sum(s) / len(s)) for name, s in sorted(by_category.items())}
+    overall = sum(r.score for r in results) / len(results) if results else 0.0
+    return overall, categories

@@ -1,0 +1,121 @@
+"""The dependency order holds: no import cycle between the subpackages (and top-level modules) of
+``mstar_ray``, and ``sandbox`` imports nothing of ``mstar_ray``. Read from the source with ``ast`` (nothing is
+imported or run), counting every import, also those inside functions and behind ``TYPE_CHECKING``."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("mstar_ray", "sandbox")
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _imported(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every project module ``name`` imports (``from P import M`` counts as importing ``P.M`` when M is one)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets.update(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names)
+    return {t for t in targets if t.split(".")[0] in PACKAGES}
+
+
+def unit(module: str) -> str:
+    """The part of the tree a module belongs to: a subpackage or top-level module of mstar_ray, or sandbox."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "mstar_ray" else parts[0]
+
+
+def unit_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        for target in _imported(name, path, modules):
+            if unit(target) != unit(name):
+                graph.setdefault(unit(name), set()).add(unit(target))
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one unit (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph.get(successor, ())))))
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_cycles_are_found() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_relative_and_from_imports_are_counted(tmp_path) -> None:
+    package = tmp_path / "mstar_ray" / "pkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "one.py").write_text("from . import two\nfrom ..other import thing\nfrom mstar_ray import three\n")
+    modules = {"mstar_ray.pkg": package / "__init__.py", "mstar_ray.pkg.one": package / "one.py",
+               "mstar_ray.pkg.two": package / "two.py", "mstar_ray.three": package / "x.py"}
+    found = _imported("mstar_ray.pkg.one", package / "one.py", modules)
+    assert found == {"mstar_ray.pkg.two", "mstar_ray.other", "mstar_ray.three"}
+
+
+def test_no_import_cycle_between_subpackages() -> None:
+    graph = unit_graph()
+    assert "mstar_ray.agent" in graph and "mstar_ray.driver" in graph  # the graph was read
+    assert cycles(graph) == []
+
+
+def test_sandbox_imports_nothing_of_mstar_ray() -> None:
+    assert not {target for target in unit_graph().get("sandbox", set()) if target.startswith("mstar_ray")}
