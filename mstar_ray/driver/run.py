@@ -46,9 +46,9 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     # config.yaml keeps the config as written, so a resume measures again (the machine may have changed).
     measured = probe_endpoints(config.llm, progress.message)
     directory = RunDir(run_dir)
-    directory.write_config(config)
-    if not resume:
+    if not resume:  # before config.yaml, which marks a run directory: a resumable run always has its seeds
         directory.write_seeds(seeds)
+    directory.write_config(config)
     config = config.model_copy(update={"llm": measured})
     resources = connect(config, address)
     progress.message(f"run directory {directory.path}; Ray: {resources.get('CPU', 0):g} CPUs")
