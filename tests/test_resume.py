@@ -62,7 +62,8 @@ def test_a_driver_killed_before_it_queued_its_seeds_resumes_with_them(tmp_path):
     driver = subprocess.Popen([*CLI, str(path), "--run-dir", str(run_dir)], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, cwd=ROOT)
     deadline = time.monotonic() + 120
-    while not (run_dir / "seeds.json").exists() and time.monotonic() < deadline and driver.poll() is None:
+    # config.yaml marks a run directory (seeds.json is written just before it); the split comes after Ray starts
+    while not (run_dir / "config.yaml").exists() and time.monotonic() < deadline and driver.poll() is None:
         time.sleep(0.01)
     driver.send_signal(signal.SIGKILL)
     driver.wait()

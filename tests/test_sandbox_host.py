@@ -136,5 +136,9 @@ def test_nothing_runs_between_calls(how):
 
 def test_frames_sent_by_a_thread_left_running_break_the_next_call(watch):
     _, first, second = watch.run("threads_after_return", [read("logger_frames"), read("report")])
-    assert first.ok
-    assert second.kind == "protocol"
+    # The thread starts as the first call ends: its frames land after that call's answer, or (on a loaded
+    # machine) before it. Either way they are that candidate's protocol violation, not the host's problem.
+    if first.ok:
+        assert second.kind == "protocol", second.describe()
+    else:
+        assert first.kind == "protocol" and "frame" in first.message, first.describe()

@@ -38,6 +38,7 @@ from mstar_ray.search.jobs import EvalJob, EvalOutcome
 from mstar_ray.search.population import Member, Population
 from mstar_ray.search.selection import Confirmation, Incumbent, Selection
 from mstar_ray.search.split import SplitPlan
+from mstar_ray.search.stop import SearchCount, first_reached, stop_conditions
 from mstar_ray.state.candidate import Candidate, FixRound, Seed
 from mstar_ray.state.replay import Restored
 from mstar_ray.structure.families import Families, population_families
@@ -45,9 +46,6 @@ from mstar_ray.structure.index import StructureIndex
 from mstar_ray.tasks.model import Task
 
 MAX_DONORS = 6
-# Without max_iterations, reflections stop at this many per wanted child: a reflector whose children are
-# all discarded or duplicates must not spin (and spend) for ever.
-REFLECTIONS_PER_CANDIDATE = 5
 MAX_REPLACEMENTS_PER_ACTOR = 3
 # An evaluator that dies this many times on one candidate (each time after Ray's own restarts) does not get
 # it again: the candidate is recorded as failed, here and on a resume.
@@ -106,6 +104,8 @@ class SearchDriver:
         self.reissue: collections.deque[int] = collections.deque()  # iterations whose reflection a resume re-issues
         self.stop_reason = ""  # a reason that ends the run (budget spent)
         self.budget_reached = ""  # which budget kept the last new reflection from starting ("" while none)
+        cfg = config.search
+        self.stop_conditions = stop_conditions(cfg.max_candidates, cfg.max_iterations, cfg.max_wall_s)
         self.started = time.monotonic()
         self._live_at = 0.0
         self._live: list[dict] | None = None
@@ -269,25 +269,18 @@ class SearchDriver:
 
     def _budget_left(self) -> bool:
         """Whether a new reflection may start; else remembers which budget stopped it."""
-        cfg = self.config.search
-        reflecting = sum(1 for f in self.flights.values() if f.kind == "reflect")
-        committed = self.state.evaluated + self._children_pending() + reflecting
         budget = self.gateway.snapshot().stop
         if budget:
             self.stop_reason = budget
-        elif cfg.max_candidates is not None and committed >= cfg.max_candidates:
-            self.budget_reached = f"max_candidates ({cfg.max_candidates}) reached"
-        elif cfg.max_iterations is not None and self.iterations >= cfg.max_iterations:
-            self.budget_reached = f"max_iterations ({cfg.max_iterations}) reached"
-        elif cfg.max_iterations is None and cfg.max_candidates is not None and \
-                self.iterations >= REFLECTIONS_PER_CANDIDATE * cfg.max_candidates:
-            self.budget_reached = (f"{self.iterations} reflections gave fewer than max_candidates ({cfg.max_candidates}) "
-                            "children to evaluate (discards and duplicates); set max_iterations to allow more")
-        elif cfg.max_wall_s is not None and time.monotonic() - self.started >= cfg.max_wall_s:
-            self.budget_reached = f"max_wall_s ({cfg.max_wall_s:g} s) reached"
-        else:
-            return not self.stop_reason
-        return False
+            return False
+        reflecting = sum(1 for f in self.flights.values() if f.kind == "reflect")
+        count = SearchCount(committed=self.state.evaluated + self._children_pending() + reflecting,
+                            iterations=self.iterations, elapsed_s=time.monotonic() - self.started)
+        reached = first_reached(self.stop_conditions, count)
+        if reached:
+            self.budget_reached = reached
+            return False
+        return not self.stop_reason
 
     def _next_request(self) -> ReflectionRequest | None:
         if self.fix_queue and self._budget_left():

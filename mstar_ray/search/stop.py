@@ -1,0 +1,84 @@
+"""When a search starts no new reflection: its budgets as small stop conditions, each asked in turn.
+
+Ray-free and pure, so the rules read (and test) without a driver: the driver hands each condition a
+``SearchCount`` and stops starting reflections at the first that gives a reason. A spent money or token
+budget is not here: the LLM gateway reports it, since only the gateway sees every call of the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+# Without max_iterations, reflections stop at this many per wanted child: a reflector whose children are
+# all discarded or duplicates must not spin (and spend) for ever.
+REFLECTIONS_PER_CANDIDATE = 5
+
+
+@dataclass(frozen=True)
+class SearchCount:
+    committed: int  # children evaluated, queued, being evaluated, or being reflected on
+    iterations: int  # reflections started
+    elapsed_s: float  # wall time of the run, over every process of it
+
+
+class StopCondition(Protocol):
+    def reached(self, count: SearchCount) -> str | None:
+        """Why no new reflection may start, or None."""
+
+
+@dataclass(frozen=True)
+class MaxCandidates:
+    limit: int
+
+    def reached(self, count: SearchCount) -> str | None:
+        return f"max_candidates ({self.limit}) reached" if count.committed >= self.limit else None
+
+
+@dataclass(frozen=True)
+class MaxIterations:
+    limit: int
+
+    def reached(self, count: SearchCount) -> str | None:
+        return f"max_iterations ({self.limit}) reached" if count.iterations >= self.limit else None
+
+
+@dataclass(frozen=True)
+class ReflectionsPerCandidate:
+    """The cap that stands in for max_iterations when only max_candidates is set."""
+
+    candidates: int
+
+    def reached(self, count: SearchCount) -> str | None:
+        if count.iterations < REFLECTIONS_PER_CANDIDATE * self.candidates:
+            return None
+        return (f"{count.iterations} reflections gave fewer than max_candidates ({self.candidates}) children to "
+                "evaluate (discards and duplicates); set max_iterations to allow more")
+
+
+@dataclass(frozen=True)
+class MaxWall:
+    seconds: float
+
+    def reached(self, count: SearchCount) -> str | None:
+        return f"max_wall_s ({self.seconds:g} s) reached" if count.elapsed_s >= self.seconds else None
+
+
+def stop_conditions(max_candidates: int | None, max_iterations: int | None,
+                    max_wall_s: float | None) -> list[StopCondition]:
+    """A run's budgets (``search.max_*``), in the order they are asked."""
+    conditions: list[StopCondition] = []
+    if max_candidates is not None:
+        conditions.append(MaxCandidates(max_candidates))
+    if max_iterations is not None:
+        conditions.append(MaxIterations(max_iterations))
+    elif max_candidates is not None:
+        conditions.append(ReflectionsPerCandidate(max_candidates))
+    if max_wall_s is not None:
+        conditions.append(MaxWall(max_wall_s))
+    return conditions
+
+
+def first_reached(conditions: Sequence[StopCondition], count: SearchCount) -> str | None:
+    return next((reason for condition in conditions if (reason := condition.reached(count))), None)
