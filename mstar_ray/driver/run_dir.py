@@ -10,7 +10,6 @@ from pathlib import Path
 import yaml
 
 from mstar_ray.llm.ledger import Price, call_cost
-from mstar_ray.program_id import program_id
 from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog import layout
 from mstar_ray.runlog.schemas import CandidateRow, EventRow, LLMCallRow, ResultRow
@@ -42,9 +41,7 @@ class RunDir:
         write_atomic(self.path / layout.CONFIG, text.encode())
 
     def write_seeds(self, seeds: list[Seed]) -> None:
-        for seed in seeds:
-            self.write_program(seed.source)
-        listed = [{"name": seed.name, "id": program_id(seed.source)} for seed in seeds]
+        listed = [{"name": seed.name, "id": self.write_program(seed.source)} for seed in seeds]
         write_atomic(self.path / layout.SEEDS, json.dumps(listed, indent=1).encode())
 
     def read_seeds(self) -> list[Seed]:
