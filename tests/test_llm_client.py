@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.llm.cache import MemoryCache, SqliteCache, request_key
 from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig
@@ -17,6 +18,7 @@ from mstar_ray.llm.governor import Governor
 from mstar_ray.llm.ledger import Budget, Price
 from mstar_ray.llm.limits import EndpointLimit, LimitTable
 from mstar_ray.llm.retry import RetryPolicy, parse_retry_after
+from mstar_ray.runlog import read_rows
 from tests.llm_server import free_port
 from tests.scripted_server import ScriptedServer
 
@@ -142,6 +144,32 @@ def test_the_budget_stops_new_calls_and_says_why():
     assert "$0.06" in str(caught.value) and "role 'task'" in str(caught.value)
     snapshot = gateway.snapshot()
     assert snapshot.by_role["task"].calls == 3 and snapshot.total.cost_usd == pytest.approx(0.06)
+
+
+def test_each_request_is_priced_once_and_logged_as_the_budget_counted_it(tmp_path):
+    """One record per request: the gateway prices it (failed attempts free their lease and cost nothing, a
+    cache hit costs nothing), and the run log stores that record as it is, with the program it served."""
+    with ScriptedServer() as server:
+        server.fail_next(2, 503)
+        config = EndpointConfig(base_url=server.base_url, model="scripted", max_concurrency=1)
+        gateway = Governor({config.endpoint_key: EndpointLimit(max_concurrency=1)},
+                           prices={"scripted": Price(input_per_mtok=1000, output_per_mtok=3000)})
+        client = client_for(server.base_url, cache=MemoryCache(), gateway=gateway, max_concurrency=1)
+        client.complete(HI, step="answer")  # two failed attempts, then answered
+        client.complete(HI, step="answer")  # the cache
+        client.complete([{"role": "user", "content": "again"}], step="query")
+    calls = client.drain_calls()
+    # each answer: 10 prompt tokens at $1000/M + 5 completion tokens at $3000/M = $0.025
+    assert [(c.step, c.cache_hit, c.retries, c.cost_usd) for c in calls] == [
+        ("answer", False, 2, pytest.approx(0.025)), ("answer", True, 0, 0.0), ("query", False, 0, pytest.approx(0.025))]
+    assert sum(c.cost_usd for c in calls) == gateway.snapshot().total.cost_usd
+    assert gateway.snapshot().by_role["task"].calls == 2 and server.requests == 4
+    run_dir = RunDir(tmp_path)
+    run_dir.write_calls(calls, candidate="c" * 16)
+    run_dir.close()
+    rows = read_rows(tmp_path, "llm_calls")
+    assert [row.model_dump(exclude={"at", "candidate", "parent"}) for row in rows] == [c.model_dump() for c in calls]
+    assert {row.candidate for row in rows} == {"c" * 16}
 
 
 def test_identical_requests_are_answered_by_the_cache(tmp_path):

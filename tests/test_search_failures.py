@@ -15,6 +15,7 @@ from mstar_ray.cli import main
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.program_id import program_id
 from mstar_ray.state.candidate import Candidate
+from mstar_ray.state.transitions import Queued, Retried
 from scripts.fault_resume import table
 from tests.conftest import SEEDS
 
@@ -48,7 +49,7 @@ def queue(run_dir: Path, source: str, message: str) -> tuple[Candidate, RunDir]:
                           commit_message=message, iteration=1)
     directory = RunDir(run_dir)
     directory.write_program(source)
-    directory.write_queued(candidate)
+    directory.record(Queued(candidate=candidate))
     return candidate, directory
 
 
@@ -70,7 +71,7 @@ def test_a_resume_skips_a_candidate_that_crashed_evaluators(finished_run: Path, 
     source = (SEEDS / "vector_search.py").read_text().replace("TOP_K = 5", "TOP_K = 4")
     candidate, directory = queue(finished_run, source, "crashes its evaluators")
     for _ in range(2):  # what the driver logs each time an evaluator died on it, Ray's own retries spent
-        directory.event("retried", candidate=candidate.id, detail="eval actor died: ActorDiedError")
+        directory.record(Retried(candidate=candidate.id, work="evaluation", error="ActorDiedError"))
     directory.close()
     code = main(["run", "--resume", str(finished_run)])
     output = capsys.readouterr()

@@ -35,7 +35,7 @@ def write_config(tmp_path: Path, **search) -> str:
 
 
 def discards(run_dir: Path) -> list[dict]:
-    return [json.loads(e["detail"]) for e in table(run_dir, "events") if e["kind"] == "discarded"]
+    return [json.loads(e["data"]) for e in table(run_dir, "events") if e["transition"] == "Discarded"]
 
 
 def test_a_small_search_runs_end_to_end(tmp_path, capsys):
@@ -57,7 +57,8 @@ def test_a_small_search_runs_end_to_end(tmp_path, capsys):
     assert 0.0 <= summary["best"]["test_score"] <= 1.0 and 0.0 <= summary["best_seed"]["test_score"] <= 1.0
     assert (run_dir / "best.py").read_text() == (run_dir / "programs" / f"{summary['best']['id']}.py").read_text()
     events = table(run_dir, "events")
-    finished = [e["candidate"] for e in events if e["kind"] == "finished" and e["detail"].startswith("static")]
+    finished = [e["candidate"] for e in events if e["kind"] == "finished" and e["work"] == "evaluation"
+                and e["purpose"] == "search"]
     assert sorted(finished) == sorted(ids) and events[-1]["kind"] == "stopped"
     split = json.loads((run_dir / "split.json").read_text())
     assert len(split["static"]) == 6 and not set(split["static"]) & set(split["test"])

@@ -22,20 +22,20 @@ def test_a_budget_builds_its_condition_and_max_iterations_replaces_the_reflectio
 
 def test_each_condition_stops_exactly_at_its_limit():
     assert MaxCandidates(3).reached(count(committed=2)) is None
-    assert MaxCandidates(3).reached(count(committed=3)) == "max_candidates (3) reached"
+    assert MaxCandidates(3).reached(count(committed=3)).message == "max_candidates (3) reached"
     assert MaxIterations(4).reached(count(iterations=3)) is None
-    assert MaxIterations(4).reached(count(iterations=4)) == "max_iterations (4) reached"
+    assert MaxIterations(4).reached(count(iterations=4)).message == "max_iterations (4) reached"
     assert MaxWall(1.5).reached(count(elapsed_s=1.49)) is None
-    assert MaxWall(1.5).reached(count(elapsed_s=1.5)) == "max_wall_s (1.5 s) reached"
+    assert MaxWall(1.5).reached(count(elapsed_s=1.5)).message == "max_wall_s (1.5 s) reached"
     cap = REFLECTIONS_PER_CANDIDATE * 2
     assert ReflectionsPerCandidate(2).reached(count(iterations=cap - 1)) is None
-    assert ReflectionsPerCandidate(2).reached(count(iterations=cap)).startswith(f"{cap} reflections gave fewer than")
+    assert ReflectionsPerCandidate(2).reached(count(iterations=cap)).message.startswith(f"{cap} reflections gave fewer than")
 
 
 def test_the_first_condition_reached_in_order_gives_the_reason():
     conditions = stop_conditions(5, 2, 10.0)
     assert first_reached(conditions, count(committed=1, iterations=1, elapsed_s=1.0)) is None
     # all three reached: the run reports the first, the candidates budget
-    assert first_reached(conditions, count(committed=5, iterations=2, elapsed_s=11.0)) == "max_candidates (5) reached"
-    assert first_reached(conditions, count(committed=4, iterations=2, elapsed_s=11.0)) == "max_iterations (2) reached"
-    assert first_reached(conditions, count(committed=4, iterations=1, elapsed_s=11.0)) == "max_wall_s (10 s) reached"
+    assert first_reached(conditions, count(committed=5, iterations=2, elapsed_s=11.0)).message == "max_candidates (5) reached"
+    assert first_reached(conditions, count(committed=4, iterations=2, elapsed_s=11.0)).message == "max_iterations (2) reached"
+    assert first_reached(conditions, count(committed=4, iterations=1, elapsed_s=11.0)).message == "max_wall_s (10 s) reached"

@@ -17,7 +17,6 @@ from mstar_ray.tasks.locomo import (
     DataNotFoundError,
     find_locomo_file,
     load_locomo,
-    locomo_load_report,
 )
 from mstar_ray.tasks.registry import load_task
 
@@ -123,21 +122,6 @@ def test_fake_default_categories_exclude_adversarial(fake_file: Path) -> None:
     assert all(q.category != "adversarial" for q in task.questions)
     only_temporal = load_locomo(fake_file, categories=(2,))
     assert [q.category for q in only_temporal.questions] == ["temporal"]
-
-
-def test_fake_report_counts_repairs_and_drops(fake_file: Path) -> None:
-    report = locomo_load_report(fake_file, categories=(1, 2, 3, 4, 5))
-    assert report.sample_id == "conv-a"
-    assert (report.sessions, report.turns) == (3, 5)
-    assert report.skipped_without_answer == 1
-    assert report.non_string_answers == 1
-    assert report.questions_without_evidence == 1
-    assert report.evidence_dropped_malformed == ["D"]
-    assert report.evidence_dropped_missing == ["D7:7"]
-    assert len(report.evidence_repaired) == 2
-    assert report.questions_by_category == {
-        "multi-hop": 1, "single-hop": 1, "temporal": 1, "open-domain": 2, "adversarial": 1,
-    }  # fmt: skip
 
 
 def test_fake_second_conversation_and_range_errors(fake_file: Path) -> None:
@@ -375,15 +359,6 @@ def test_real_evidence_is_clean_everywhere(real_file: Path, real_raw: list[dict[
                         assert fixed in by_id[f"{task.name.split('/')[1]}/q{i}"].evidence
                         repaired += 1
     assert repaired >= 2  # at least the "a; b" split and the stray-colon id
-
-
-def test_real_report_for_conversation_zero(real_file: Path) -> None:
-    report = locomo_load_report(real_file)
-    assert report.sample_id == "conv-26"
-    assert report.turns == len(load_locomo(real_file, granularity="turn").texts)
-    assert report.sessions == len(load_locomo(real_file).texts)
-    assert report.non_string_answers > 0
-    assert any(";" in entry for entry in report.evidence_repaired)
 
 
 def test_real_conversation_range(real_file: Path, real_raw: list[dict[str, Any]]) -> None:

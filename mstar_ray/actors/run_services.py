@@ -20,8 +20,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from mstar_ray.llm.cache import SqliteCache
 from mstar_ray.llm.governor import Admission, Governor, UsageSnapshot
-from mstar_ray.llm.ledger import CallRecord, RoleUsage
+from mstar_ray.llm.ledger import RoleUsage
 from mstar_ray.llm.settings import LLMSettings
+from mstar_ray.llm.usage import CallLog
 from mstar_ray.runlog import layout
 
 # Concurrent calls an actor serves; waits happen in the callers, so calls are short.
@@ -51,8 +52,11 @@ class GatewayActor:
     def admit(self, endpoint: str) -> Admission:
         return self.governor.admit(endpoint)
 
-    def settle(self, lease: str, call: CallRecord) -> None:
-        self.governor.settle(lease, call)
+    def settle(self, lease: str, call: CallLog) -> CallLog:
+        return self.governor.settle(lease, call)
+
+    def release(self, lease: str) -> None:
+        self.governor.release(lease)
 
     def pause(self, endpoint: str, seconds: float) -> None:
         self.governor.pause(endpoint, seconds)
@@ -97,8 +101,11 @@ class RemoteGateway:
     def admit(self, endpoint: str) -> Admission:
         return ray.get(self.actor.admit.remote(endpoint))
 
-    def settle(self, lease: str, call: CallRecord) -> None:
-        ray.get(self.actor.settle.remote(lease, call))
+    def settle(self, lease: str, call: CallLog) -> CallLog:
+        return ray.get(self.actor.settle.remote(lease, call))
+
+    def release(self, lease: str) -> None:
+        ray.get(self.actor.release.remote(lease))
 
     def pause(self, endpoint: str, seconds: float) -> None:
         ray.get(self.actor.pause.remote(endpoint, seconds))
@@ -116,7 +123,7 @@ def on_this_node() -> NodeAffinitySchedulingStrategy:
 
 
 def start_run_services(run_dir: str | Path, settings: LLMSettings) -> tuple[RemoteCache, RemoteGateway]:
-    """Start both services on this (the driver's) node; the cache file is ``RUN_DIR/cache.sqlite``."""
+    """Start both services on this (the driver's) node; the cache's file in ``run_dir``."""
     here = on_this_node()
     path = str(Path(run_dir).resolve() / layout.CACHE)
     token = uuid.uuid4().hex[:12]

@@ -21,7 +21,8 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     from mstar_ray.driver.cluster import connect
     from mstar_ray.driver.resume import merge_resume_config
     from mstar_ray.state.replay import restore
-    from mstar_ray.driver.search import FatalRunError, SearchDriver
+    from mstar_ray.driver.policy import FatalRunError
+    from mstar_ray.driver.search import SearchDriver
 
     restored = None
     if resume:
@@ -65,7 +66,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     def described(member) -> dict:
         test = result.tests.get(member.id)
         return {"id": member.id, "origin": member.origin, "commit_message": member.commit_message,
-                "static_score": member.score, "static_interval": list(driver.incumbent.interval(member)),
+                "static_score": member.score, "static_interval": list(driver.policy.incumbent.interval(member)),
                 "test_score": test.static_score if test else None,
                 "test_judge": test.report.judge_score if test else None}
 

@@ -9,13 +9,20 @@ from pathlib import Path
 
 import yaml
 
-from mstar_ray.llm.ledger import Price, call_cost
+from mstar_ray.llm.usage import CallLog
 from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog import layout
 from mstar_ray.runlog.schemas import CandidateRow, EventRow, LLMCallRow, ResultRow
 from mstar_ray.runlog.sources import load_source, store_source
 from mstar_ray.runlog.writer import LogWriter, write_atomic
-from mstar_ray.state.candidate import Seed
+from mstar_ray.state.candidate import Candidate, Seed
+from mstar_ray.state.transitions import (
+    Discarded, Duplicate, Evaluated, Failed, Queued, ReflectionStarted, Retried, Stopped, Transition, Violated,
+)
+
+# What an events row of each transition says to people (kind, work, purpose, detail); its data is the
+# transition itself, less what programs/ and the results log hold.
+_BULK = {"candidate": {"source"}, "results": True, "write_example": True}  # for transitions about a Candidate
 
 
 class RunDir:
@@ -23,7 +30,6 @@ class RunDir:
         self.path = Path(path).resolve()
         (self.path / layout.PROGRAMS).mkdir(parents=True, exist_ok=True)
         self._logs: dict[str, LogWriter] = {}
-        self.prices: dict[str, Price] = {}
 
     def _log(self, table: str) -> LogWriter:
         if table not in self._logs:
@@ -36,7 +42,6 @@ class RunDir:
         self._logs.clear()
 
     def write_config(self, config: RunConfig) -> None:
-        self.prices = dict(config.llm.prices)
         text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
         write_atomic(self.path / layout.CONFIG, text.encode())
 
@@ -68,9 +73,41 @@ class RunDir:
         return store_source(self.path, source)
 
     def event(self, kind: str, *, candidate: str | None = None, iteration: int | None = None,
-              actor: str | None = None, node_id: str | None = None, detail: str | None = None) -> None:
+              actor: str | None = None, node_id: str | None = None, detail: str | None = None,
+              work: str | None = None, purpose: str | None = None) -> None:
+        """An event that is no search transition (an evaluation started, a confirmation finished, a resume)."""
         self._log("events").append(EventRow(kind=kind, candidate=candidate, iteration=iteration, actor=actor,
-                                            node_id=node_id, detail=detail))
+                                            node_id=node_id, detail=detail, work=work, purpose=purpose))
+
+    def record(self, transition: Transition, *, node_id: str | None = None) -> None:
+        """One search transition as one events row, which a resume replays (``mstar_ray.state.replay``)."""
+        candidate = getattr(transition, "candidate", None)
+        whole = isinstance(candidate, Candidate)
+        row = dict(candidate=candidate.id if whole else candidate, iteration=candidate.iteration if whole else None,
+                   node_id=node_id, transition=type(transition).__name__,
+                   data=transition.model_dump_json(exclude=_BULK if whole else None))
+        match transition:
+            case Queued():
+                row.update(kind="submitted", work="evaluation", purpose="search")
+            case ReflectionStarted(iteration=iteration, kind=kind):
+                row.update(kind="started", work="reflection", purpose=kind, iteration=iteration,
+                           detail=f"reflection ({kind})")
+            case Evaluated(score=score):
+                row.update(kind="finished", work="evaluation", purpose="search", detail=f"static {score:.4f}")
+            case Violated(kind=kind):
+                row.update(kind="finished", work="evaluation", purpose="search", detail=f"violation {kind}")
+            case Failed(error=error):
+                row.update(kind="failed", work="evaluation", purpose="search", detail=error[:4000])
+            case Duplicate(original=original, how=how):
+                row.update(kind="duplicate", detail=f"{how} to {original}")
+            case Discarded(parent=parent, kind=kind, iteration=iteration, reason=reason):
+                row.update(kind="discarded", work="reflection", purpose=kind, iteration=iteration,
+                           detail=f"{reason} (parent {parent})"[:4000])
+            case Retried(candidate=cid, work=work, error=error):
+                row.update(kind="retried", candidate=cid, work=work, detail=error)
+            case Stopped(message=message):
+                row.update(kind="stopped", detail=message)
+        self._log("events").append(EventRow(**row))
 
     def write_evaluation(self, candidate, outcome, splits: dict[str, str], *, written: list[str] | None = None,
                          static_evidence: float | None = None, interval: tuple[float, float] | None = None,
@@ -88,8 +125,8 @@ class RunDir:
             for r in report.results])
         self.write_calls(outcome.calls, candidate=candidate.id)
         if outcome.purpose != "search":
-            self.event("finished", candidate=candidate.id, node_id=outcome.node_id,
-                       detail=f"{outcome.purpose} {outcome.static_score:.4f}")
+            self.event("finished", candidate=candidate.id, node_id=outcome.node_id, work="evaluation",
+                       purpose=outcome.purpose, detail=f"{outcome.purpose} {outcome.static_score:.4f}")
             return
         usage = [*report.llm.values(), *([report.embedding] if report.embedding else [])]
         rotating = [r.score for r in report.results if splits.get(r.id) == "rotating"]
@@ -102,7 +139,7 @@ class RunDir:
             violation_kind=violation.kind if violation else None, violation_message=violation.message if violation else None,
             wall_seconds=report.wall_seconds, prompt_tokens=sum(u.prompt_tokens for u in report.llm.values()),
             completion_tokens=sum(u.completion_tokens for u in report.llm.values()),
-            cost_usd=sum(self._cost(c) for c in outcome.calls), cache_hits=sum(u.cache_hits for u in usage),
+            cost_usd=sum(c.cost_usd for c in outcome.calls), cache_hits=sum(u.cache_hits for u in usage),
             requests=sum(u.requests for u in usage), worker_pid=outcome.worker_pid, node_id=outcome.node_id,
             fix_round=candidate.fix_round,
             write_example=json.dumps(report.write_example) if report.write_example is not None else None,
@@ -111,25 +148,18 @@ class RunDir:
             incumbent=challenge.incumbent if challenge else None, lead_low=challenge.low if challenge else None,
             lead_high=challenge.high if challenge else None, verdict=challenge.verdict if challenge else None,
         ))
-        self.event("finished", candidate=candidate.id, iteration=candidate.iteration, node_id=outcome.node_id,
-                   detail=f"static {outcome.static_score:.4f}" + (f"; violation {violation.kind}" if violation else ""))
 
-    def write_queued(self, candidate) -> None:
-        """A candidate enters the evaluation queue: everything needed to re-issue it after a crash."""
-        detail = {**candidate.log_fields(), "fix_round": candidate.fix_round}
-        self.event("submitted", candidate=candidate.id, iteration=candidate.iteration, detail=json.dumps(detail))
-
-    def write_calls(self, calls, *, candidate: str | None, parent: str | None = None) -> None:
+    def write_calls(self, calls: list[CallLog], *, candidate: str | None, parent: str | None = None) -> None:
+        """Each request as the ledger priced it, for ``candidate`` (and, for a reflector call, ``parent``)."""
         if calls:
-            self._log("llm_calls").append([
-                LLMCallRow(candidate=candidate, parent=parent, role=c.role, model=c.model, step=c.step, prompt_tokens=c.prompt_tokens,
-                           completion_tokens=c.completion_tokens, latency_s=c.latency_s, cache_hit=c.cache_hit,
-                           cost_usd=self._cost(c), retries=c.retries)
-                for c in calls])
+            self._log("llm_calls").append([LLMCallRow(**c.model_dump(), candidate=candidate, parent=parent)
+                                           for c in calls])
 
     def write_duplicate(self, candidate, duplicate_of: str, static_score: float | None) -> None:
         """A candidate not evaluated because it repeats ``duplicate_of`` (the same source, or the same
-        structure): the row carries that program's static score (None while it is still being evaluated)."""
+        structure): the row carries that program's static score (None while it is still being evaluated). Its
+        source is kept, for the lineage note that says what it changed."""
+        self.write_program(candidate.source)
         self._log("candidates").append(CandidateRow(
             id=candidate.id, **candidate.log_fields(), status="duplicate", iteration=candidate.iteration,
             duplicate_of=duplicate_of, static_score=static_score))
@@ -140,12 +170,6 @@ class RunDir:
         self._log("candidates").append(CandidateRow(
             id=candidate.id, **candidate.log_fields(), status="failed", iteration=candidate.iteration,
             fix_round=candidate.fix_round, violation_kind="evaluation_failed", violation_message=error[:4000]))
-        self.event("failed", candidate=candidate.id, iteration=candidate.iteration, detail=error[:4000])
-
-    def write_discard(self, request, discard, iteration: int) -> None:
-        detail = json.dumps({"parent": request.parent_id, "kind": request.kind, "reason": discard.reason,
-                             "attempts": discard.attempts, "errors": discard.errors})
-        self.event("discarded", iteration=iteration, detail=detail)
 
     def write_live(self, live: dict) -> None:
         """What is in flight right now, for ``status`` while the run is live (rewritten as it changes)."""
@@ -162,7 +186,3 @@ class RunDir:
 
     def write_best(self, source: str) -> None:
         write_atomic(self.path / layout.BEST, source.encode())
-
-    def _cost(self, call) -> float:
-        """A cache hit cost nothing; anything else as the ledger prices it."""
-        return 0.0 if call.cache_hit else call_cost(self.prices, call.model, call.prompt_tokens, call.completion_tokens)

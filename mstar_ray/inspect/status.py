@@ -15,7 +15,8 @@ from mstar_ray.runlog.reader import read_rows
 from mstar_ray.search.population import Member
 from mstar_ray.search.selection import Incumbent, replay
 from mstar_ray.search.split import Split
-from mstar_ray.state.replay import Restored, restore
+from mstar_ray.state.replay import restore
+from mstar_ray.state.search_state import SearchState
 
 
 def driver_alive(run_dir: Path) -> bool:
@@ -41,7 +42,7 @@ def _config(run_dir: Path) -> RunConfig:
     return RunConfig.model_validate(yaml.safe_load((run_dir / layout.CONFIG).read_text()))
 
 
-def chosen(run_dir: Path, state: Restored) -> tuple[Member, Incumbent]:
+def chosen(run_dir: Path, state: SearchState) -> tuple[Member, Incumbent]:
     """The program the run returns (summary.json's once finished, else the incumbent so far) and the
     incumbent replayed from the logs, which gives every static score's interval."""
     config = _config(run_dir)

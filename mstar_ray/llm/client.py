@@ -18,7 +18,6 @@ from mstar_ray.llm.cache import CacheStore, request_key
 from mstar_ray.llm.endpoint import CallFailure, ChatEndpoint, Completion
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError, RequestRefused
 from mstar_ray.llm.governor import Gateway, Governor
-from mstar_ray.llm.ledger import CallRecord
 from mstar_ray.llm.retry import RetryPolicy
 from mstar_ray.llm.usage import CallLog, StepUsage
 
@@ -72,18 +71,17 @@ class LLMClient:
         if self.cache is not None:
             hit = self.cache.get_many([key]).get(key)
             if hit is not None:
-                completion = Completion(**json.loads(hit), cached=True)
                 self._count(step, cache_hit=True)
-                self._log(step, completion)
-                return completion
-        completion = self._send_with_retries(body, step)
-        self._log(step, completion)
+                self._log(CallLog(role=self.role, model=self.model, step=step, cache_hit=True))
+                return Completion(**json.loads(hit), cached=True)
+        completion, call = self._send_with_retries(body, step)
+        self._log(call)
         if self.cache is not None:
             stored = completion.model_dump(include={"text", "prompt_tokens", "completion_tokens"})
             self.cache.put_many({key: json.dumps(stored).encode()})
         return completion
 
-    def _send_with_retries(self, body: dict, step: str) -> Completion:
+    def _send_with_retries(self, body: dict, step: str) -> tuple[Completion, CallLog]:
         endpoint_key = self.endpoint.config.endpoint_key
         attempt = 0
         while True:
@@ -91,17 +89,17 @@ class LLMClient:
             try:
                 completion = self.endpoint.send(body)
             except CallFailure as failure:
-                self.gateway.settle(lease, CallRecord(role=self.role, model=self.model, failed=True))
+                self.gateway.release(lease)
                 self._after_failure(failure, attempt, endpoint_key)
                 attempt += 1
                 self._count(step, retry=True)
                 continue
-            self.gateway.settle(lease, CallRecord(
-                role=self.role, model=self.model, prompt_tokens=completion.prompt_tokens,
-                completion_tokens=completion.completion_tokens, seconds=completion.seconds,
+            call = self.gateway.settle(lease, CallLog(
+                role=self.role, model=self.model, step=step, prompt_tokens=completion.prompt_tokens,
+                completion_tokens=completion.completion_tokens, latency_s=completion.seconds, retries=attempt,
             ))
             self._count(step, tokens=(completion.prompt_tokens, completion.completion_tokens))
-            return completion.model_copy(update={"retries": attempt})
+            return completion.model_copy(update={"retries": attempt}), call
 
     def _admit(self, endpoint_key: str) -> str:
         while True:
@@ -129,15 +127,9 @@ class LLMClient:
         log.warning("%s: %s; retry %d/%d in %.1f s", where, failure, attempt + 1, self.retry.max_retries, delay)
         self._sleep(delay)
 
-    def _log(self, step: str, completion: Completion) -> None:
-        cached = completion.cached
+    def _log(self, call: CallLog) -> None:
         with self._lock:
-            self._calls.append(CallLog(
-                role=self.role, model=self.model, step=step, cache_hit=cached,
-                prompt_tokens=0 if cached else completion.prompt_tokens,
-                completion_tokens=0 if cached else completion.completion_tokens,
-                latency_s=0.0 if cached else completion.seconds, retries=completion.retries,
-            ))
+            self._calls.append(call)
 
     def _count(self, step: str, *, cache_hit: bool = False, retry: bool = False, tokens: tuple[int, int] = (0, 0)) -> None:
         with self._lock:

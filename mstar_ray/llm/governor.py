@@ -1,8 +1,8 @@
 """The run-wide admission and accounting point: limits per endpoint plus the cost ledger and budget.
 
 In a single process a ``Governor`` is used directly; on a cluster one lives inside the ``GatewayActor``
-and workers reach it through ``RemoteGateway``, both with the same three calls (``admit``, ``settle``,
-``pause``), so every limit and the budget hold across all actors of the run.
+and workers reach it through ``RemoteGateway``, both with the same calls (``admit``, then ``settle`` or
+``release``, and ``pause``), so every limit and the budget hold across all actors of the run.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
-from mstar_ray.llm.ledger import Budget, CallRecord, Ledger, Price, RoleUsage
+from mstar_ray.llm.ledger import Budget, Ledger, Price, RoleUsage
 from mstar_ray.llm.limits import EndpointLimit, LimitTable
+from mstar_ray.llm.usage import CallLog
 
 
 class Admission(BaseModel):
@@ -32,7 +33,9 @@ class UsageSnapshot(BaseModel):
 class Gateway(Protocol):
     def admit(self, endpoint: str) -> Admission: ...
 
-    def settle(self, lease: str, call: CallRecord) -> None: ...
+    def settle(self, lease: str, call: CallLog) -> CallLog: ...
+
+    def release(self, lease: str) -> None: ...
 
     def pause(self, endpoint: str, seconds: float) -> None: ...
 
@@ -62,10 +65,16 @@ class Governor:
             lease, wait = self._table.try_acquire(endpoint, time.monotonic())
             return Admission(lease=lease, wait_s=wait)
 
-    def settle(self, lease: str, call: CallRecord) -> None:
+    def settle(self, lease: str, call: CallLog) -> CallLog:
+        """Ends an answered attempt: frees its lease and books the call; returns it priced."""
         with self._lock:
             self._table.release(lease)
-            self._ledger.record(call)
+            return self._ledger.record(call)
+
+    def release(self, lease: str) -> None:
+        """Ends an attempt that got no answer: nothing to book (whether a server bills one, it does not say)."""
+        with self._lock:
+            self._table.release(lease)
 
     def pause(self, endpoint: str, seconds: float) -> None:
         with self._lock:

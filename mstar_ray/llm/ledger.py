@@ -5,9 +5,9 @@ Cache hits cost nothing and are not recorded here; the callers count them for th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from pydantic import BaseModel, ConfigDict, Field
+
+from mstar_ray.llm.usage import CallLog
 
 
 class Price(BaseModel):
@@ -20,13 +20,6 @@ class Price(BaseModel):
         return (prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok) / 1e6
 
 
-def call_cost(prices: Mapping[str, Price], model: str, prompt_tokens: int, completion_tokens: int) -> float:
-    """What one answered request cost, in USD: priced by its model's row of the table; a model the table does
-    not list costs nothing (a local server). The one place a cost is computed (the ledger, the run log)."""
-    price = prices.get(model)
-    return price.cost(prompt_tokens, completion_tokens) if price is not None else 0.0
-
-
 class Budget(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -34,18 +27,8 @@ class Budget(BaseModel):
     max_tokens: int | None = Field(None, gt=0, description="prompt + completion tokens over all roles")
 
 
-class CallRecord(BaseModel):
-    role: str
-    model: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-    failed: bool = False
-
-
 class RoleUsage(BaseModel):
     calls: int = 0
-    failed_attempts: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
@@ -65,16 +48,17 @@ class Ledger:
         self.budget = budget or Budget()
         self.by_role: dict[str, RoleUsage] = {}
 
-    def record(self, call: CallRecord) -> None:
+    def record(self, call: CallLog) -> CallLog:
+        """Books an answered request against its role and returns it priced: the one place a cost is computed,
+        so the budget and the run log agree. A model the table does not list costs nothing (a local server)."""
+        price = self.prices.get(call.model)
+        cost = price.cost(call.prompt_tokens, call.completion_tokens) if price is not None else 0.0
         usage = self.by_role.setdefault(call.role, RoleUsage())
-        if call.failed:
-            # A failed attempt may still have been billed; servers do not say, so we count it, not its tokens.
-            usage.failed_attempts += 1
-            return
         usage.calls += 1
         usage.prompt_tokens += call.prompt_tokens
         usage.completion_tokens += call.completion_tokens
-        usage.cost_usd += call_cost(self.prices, call.model, call.prompt_tokens, call.completion_tokens)
+        usage.cost_usd += cost
+        return call.model_copy(update={"cost_usd": cost})
 
     def total(self) -> RoleUsage:
         total = RoleUsage()

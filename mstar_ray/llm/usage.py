@@ -1,10 +1,10 @@
-"""Requests per step (extract, query, answer, toolkit, judge, reflect...): how many were asked, how many
-the cache answered, how many retries and tokens they took. Free of the ``openai`` import so the offline
-path does not pay for it."""
+"""What the LLM requests took: per step (extract, query, answer, toolkit, judge, reflect...) how many were
+asked, how many the cache answered, how many retries and tokens they took; and the record of each request.
+Free of the ``openai`` import so the offline path does not pay for it."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, NonNegativeInt
 
 
 class StepUsage(BaseModel):
@@ -27,13 +27,18 @@ def usage_since(now: dict[str, StepUsage], before: dict[str, StepUsage]) -> dict
 
 
 class CallLog(BaseModel):
-    """One request as the run log records it (``llm_calls``): a cache hit is a call that cost nothing."""
+    """One request to a model, the one record of it: the client makes it, the ledger prices it, the actor
+    returns it with its job's result, and the run log stores it (``runlog.schemas.LLMCallRow`` is this record
+    with when it was logged and for which program). A cache hit is a request that cost nothing."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     role: str
     model: str
     step: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    prompt_tokens: NonNegativeInt = 0
+    completion_tokens: NonNegativeInt = 0
     latency_s: float = 0.0
     cache_hit: bool = False
-    retries: int = 0
+    cost_usd: float = 0.0  # set by ``llm.ledger.Ledger.record``, the one place a cost is computed
+    retries: NonNegativeInt = 0

@@ -20,7 +20,7 @@ from mstar_ray.contract import REQUIRED_CONSTANTS, check_source, inspect_program
 from mstar_ray.llm.errors import RequestRefused
 from mstar_ray.llm.usage import CallLog
 from mstar_ray.program_ast import assigned_name, changed_pieces, unused_additions
-from mstar_ray.program_id import program_id
+from mstar_ray.program_id import ProgramIdentity, program_id
 from mstar_ray.reflect.edit_formats import EditFormat, read_edit
 from mstar_ray.reflect.function_edit import EditError
 from mstar_ray.reflect.prompt import CHARS_PER_TOKEN, reflection_messages, repair_messages
@@ -31,12 +31,9 @@ from mstar_ray.reflect.v4a import PatchError, apply_patch, make_patch
 SmokeTest = Callable[[str], "str | None"]
 
 
-class Child(BaseModel):
-    id: str
-    source: str
-    parent: str
-    origin: str
-    commit_message: str
+class Child(ProgramIdentity):
+    """A program a reflection made from its parent (``iteration`` is the reflection's)."""
+
     patch: str | None
     edit_format: Literal["v4a", "function", "file", "mutation"]
     attempts: int
@@ -189,8 +186,8 @@ class LLMReflector:
             if error is None:
                 return Child(
                     id=program_id(edit.source), source=edit.source, parent=request.parent_id, origin="reflection",
-                    commit_message=commit_message(edit.commit_message, request.parent_source, edit.source), patch=edit.text, edit_format=edit.edit_format,
-                    attempts=attempt, errors=errors, tolerances=edit.tolerances,
+                    commit_message=commit_message(edit.commit_message, request.parent_source, edit.source),
+                    iteration=request.iteration, patch=edit.text, edit_format=edit.edit_format, attempts=attempt, errors=errors, tolerances=edit.tolerances,
                 )
             errors.append(error)
             # The repair turn carries this attempt's reply and error (so it never repeats a cached request)
@@ -228,7 +225,8 @@ class OfflineReflector:
             if error is None:
                 return Child(
                     id=program_id(source), source=source, parent=request.parent_id, origin=f"mutation:{mutation.kind}",
-                    commit_message=mutation.description, patch=patch, edit_format="mutation", attempts=attempt,
+                    commit_message=mutation.description, iteration=request.iteration, patch=patch, edit_format="mutation",
+                    attempts=attempt,
                     errors=errors,
                 )
             errors.append(error)

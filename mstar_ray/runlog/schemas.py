@@ -22,12 +22,17 @@ from typing import Annotated, Any, ClassVar, Literal
 import pyarrow as pa
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt, field_validator
 
+from mstar_ray.llm.usage import CallLog
+
 # 2: candidates gained tolerances, structural_key, duplicate_of and the novelties
 # 3: candidates gained texts_written, static_evidence, the static score's interval and the selection verdict;
 #    results gained the split "confirmation"; llm_calls gained
 #    parent (the program a reflector call reflected on; candidate is the child it gave)
 # 4: candidates gained the status "failed" (an evaluation that broke down, not the program)
-SCHEMA_VERSION = 4
+# 5: events gained typed fields: work and purpose (what started or finished), and the search transition the row
+#    records with its data (mstar_ray.state.transitions), which a resume replays instead of parsing detail;
+#    the kind "duplicate"; detail is for people only
+SCHEMA_VERSION = 5
 VERSION_KEY = b"mstar_ray.schema_version"
 TABLE_KEY = b"mstar_ray.table"
 
@@ -118,18 +123,16 @@ class ResultRow(Row):
         return value
 
 
-class LLMCallRow(Row):
+class _LoggedAt(BaseModel):
+    at: AwareDatetime = Field(default_factory=_now)
+
+
+class LLMCallRow(Row, CallLog, _LoggedAt):
+    """A request's record (``llm.usage.CallLog``) as ``llm_calls`` stores it: when it was logged and for which
+    program. The bases' order puts ``at`` first and the record's fields next, as the Arrow schema has them."""
+
     table: ClassVar[str] = "llm_calls"
 
-    at: AwareDatetime = Field(default_factory=_now)
-    role: str
-    model: str
-    step: str
-    prompt_tokens: NonNegativeInt = 0
-    completion_tokens: NonNegativeInt = 0
-    latency_s: float = 0.0
-    cache_hit: bool = False
-    cost_usd: float = 0.0
     retries: Int32 = 0
     candidate: str | None = None  # the program evaluated; for a reflector call, the child it gave (if any)
     parent: str | None = None  # reflector calls: the program reflected on
@@ -139,12 +142,24 @@ class EventRow(Row):
     table: ClassVar[str] = "events"
 
     at: AwareDatetime = Field(default_factory=_now)
-    kind: Literal["submitted", "started", "finished", "failed", "retried", "resumed", "discarded", "stopped"]
+    kind: Literal["submitted", "started", "finished", "failed", "retried", "resumed", "discarded", "duplicate",
+                  "stopped"]
     candidate: str | None = None
     iteration: Int32 | None = None
     actor: str | None = None
     node_id: str | None = None
-    detail: str | None = None
+    detail: str | None = None  # for people: nothing reads it back
+    work: Literal["evaluation", "reflection", "selection"] | None = None  # what started, finished or was retried
+    purpose: str | None = None  # an evaluation's: search | confirm | test; a reflection's: improve | runtime_fix
+    transition: str | None = None  # the search transition this row records (its class name), if any
+    data: str | None = None  # that transition as JSON, without what programs/ and the other logs hold
+
+    @field_validator("data")
+    @classmethod
+    def _data_is_json(cls, value: str | None) -> str | None:
+        if value is not None:
+            json.loads(value)
+        return value
 
 
 def _schema(table: str, *fields: pa.Field) -> pa.Schema:
@@ -241,6 +256,10 @@ SCHEMAS: dict[str, pa.Schema] = {
         _opt("actor", pa.string()),
         _opt("node_id", pa.string()),
         _opt("detail", pa.string()),
+        _opt("work", pa.string()),
+        _opt("purpose", pa.string()),
+        _opt("transition", pa.string()),
+        _opt("data", pa.string()),
     ),
 }
 

@@ -12,7 +12,7 @@ import random
 from typing import Literal
 
 from mstar_ray.results import QuestionResult
-from mstar_ray.search.identity import ProgramIdentity
+from mstar_ray.program_id import ProgramIdentity
 
 ParentMode = Literal["softmax", "greedy", "chain"]
 

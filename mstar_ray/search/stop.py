@@ -9,11 +9,35 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 # Without max_iterations, reflections stop at this many per wanted child: a reflector whose children are
 # all discarded or duplicates must not spin (and spend) for ever.
 REFLECTIONS_PER_CANDIDATE = 5
+
+
+StopKind = Literal["max_candidates", "max_iterations", "reflections_per_candidate", "max_wall_s", "llm_budget",
+                   "exhausted"]
+
+
+@dataclass(frozen=True)
+class StopReason:
+    """Why the search started no more reflections: a kind the code acts on, and the words the user reads."""
+
+    kind: StopKind
+    message: str
+
+    @property
+    def spent(self) -> bool:
+        """The LLM budget is gone: nothing more may be asked of a model (no confirmation, no test)."""
+        return self.kind == "llm_budget"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# The search ran out of parents that give a valid child before any budget.
+EXHAUSTED = StopReason("exhausted", "no parent could give a valid child")
 
 
 @dataclass(frozen=True)
@@ -24,7 +48,7 @@ class SearchCount:
 
 
 class StopCondition(Protocol):
-    def reached(self, count: SearchCount) -> str | None:
+    def reached(self, count: SearchCount) -> StopReason | None:
         """Why no new reflection may start, or None."""
 
 
@@ -32,16 +56,20 @@ class StopCondition(Protocol):
 class MaxCandidates:
     limit: int
 
-    def reached(self, count: SearchCount) -> str | None:
-        return f"max_candidates ({self.limit}) reached" if count.committed >= self.limit else None
+    def reached(self, count: SearchCount) -> StopReason | None:
+        if count.committed < self.limit:
+            return None
+        return StopReason("max_candidates", f"max_candidates ({self.limit}) reached")
 
 
 @dataclass(frozen=True)
 class MaxIterations:
     limit: int
 
-    def reached(self, count: SearchCount) -> str | None:
-        return f"max_iterations ({self.limit}) reached" if count.iterations >= self.limit else None
+    def reached(self, count: SearchCount) -> StopReason | None:
+        if count.iterations < self.limit:
+            return None
+        return StopReason("max_iterations", f"max_iterations ({self.limit}) reached")
 
 
 @dataclass(frozen=True)
@@ -50,19 +78,22 @@ class ReflectionsPerCandidate:
 
     candidates: int
 
-    def reached(self, count: SearchCount) -> str | None:
+    def reached(self, count: SearchCount) -> StopReason | None:
         if count.iterations < REFLECTIONS_PER_CANDIDATE * self.candidates:
             return None
-        return (f"{count.iterations} reflections gave fewer than max_candidates ({self.candidates}) children to "
-                "evaluate (discards and duplicates); set max_iterations to allow more")
+        return StopReason("reflections_per_candidate",
+                          f"{count.iterations} reflections gave fewer than max_candidates ({self.candidates}) children "
+                          "to evaluate (discards and duplicates); set max_iterations to allow more")
 
 
 @dataclass(frozen=True)
 class MaxWall:
     seconds: float
 
-    def reached(self, count: SearchCount) -> str | None:
-        return f"max_wall_s ({self.seconds:g} s) reached" if count.elapsed_s >= self.seconds else None
+    def reached(self, count: SearchCount) -> StopReason | None:
+        if count.elapsed_s < self.seconds:
+            return None
+        return StopReason("max_wall_s", f"max_wall_s ({self.seconds:g} s) reached")
 
 
 def stop_conditions(max_candidates: int | None, max_iterations: int | None,
@@ -80,5 +111,5 @@ def stop_conditions(max_candidates: int | None, max_iterations: int | None,
     return conditions
 
 
-def first_reached(conditions: Sequence[StopCondition], count: SearchCount) -> str | None:
+def first_reached(conditions: Sequence[StopCondition], count: SearchCount) -> StopReason | None:
     return next((reason for condition in conditions if (reason := condition.reached(count))), None)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from mstar_ray.program_id import program_id
-from mstar_ray.search.identity import ProgramIdentity
+from mstar_ray.program_id import ProgramIdentity
 
 
 class Candidate(ProgramIdentity):

@@ -1,51 +1,81 @@
 """The search's state rebuilt from its run directory: after a crash, a pre-empted node or a Ctrl-C (a resume),
 and for ``status``, ``report`` and ``export``. Ray-free.
 
-The logs are the source of truth: the population, the lineage each reflection prompt shows, every id
-ever queued, the iteration counter, the counts behind the budgets and the money spent all come back from
-``candidates``, ``events`` and ``llm_calls``. What was in flight is re-issued: candidates queued or being
-evaluated (their sources are in ``programs/``, their lineage in the ``submitted`` event) and reflections
-started without a child or a discard (re-made from the same iteration's seed). A candidate with a row in
-``candidates`` is never evaluated again. Random streams need no saving: each is seeded by (run seed,
-iteration).
+The logs are the source of truth. Every search transition the driver applied is an ``events`` row naming it,
+with its data; replaying them in order through ``SearchState.apply`` gives back the population, the lineage
+each reflection prompt shows, every id ever queued, the reflections open, the counts behind the budgets;
+``llm_calls`` gives the money spent. A finished evaluation's transition is rebuilt from its ``candidates`` row
+and its ``results`` (the rows are written before the event: a row whose event a crash cut off is replayed at
+the end, so a candidate with a row is never evaluated again). What was in flight is re-issued by the driver:
+the candidates still pending (sources in ``programs/``) and the reflections still open (each re-made from its
+iteration's seed). Random streams need no saving: each is seeded by (run seed, iteration).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from mstar_ray.llm.ledger import RoleUsage
-from mstar_ray.program_ast import changed_pieces
-from mstar_ray.reflect.request import LineageEntry
 from mstar_ray.results import QuestionResult
 from mstar_ray.runlog.reader import read_rows
+from mstar_ray.runlog.schemas import CandidateRow
 from mstar_ray.runlog.sources import load_source
-from mstar_ray.search.population import Member
 from mstar_ray.state.candidate import Candidate
+from mstar_ray.state.search_state import SearchState
+from mstar_ray.state.transitions import (
+    Discarded, Duplicate, Evaluated, Failed, Queued, ReflectionStarted, Retried, Stopped, Transition, Violated,
+)
+
+# Transitions whose events row holds all of them (but a candidate's source).
+_WHOLE = {t.__name__: t for t in (Queued, ReflectionStarted, Duplicate, Discarded, Retried, Stopped)}
+# Transitions rebuilt from the candidate's row in ``candidates`` (and its ``results``).
+_FROM_ROW = {"Evaluated", "Violated", "Failed"}
 
 
-@dataclass
-class Restored:
-    members: list[Member] = field(default_factory=list)
-    children_tried: dict[str, list[LineageEntry]] = field(default_factory=dict)  # by parent: its lineage notes
-    seen: set[str] = field(default_factory=set)
-    queue: list[Candidate] = field(default_factory=list)  # sources filled in
-    reflections: list[int] = field(default_factory=list)  # in flight when the run stopped: re-issue, in order
-    iterations: int = 0
-    evaluated: int = 0
-    discarded: int = 0
-    violations: int = 0
-    duplicates: int = 0
-    crashes: dict[str, int] = field(default_factory=dict)  # evaluator deaths per candidate ("retried" events)
-    usage: dict[str, RoleUsage] = field(default_factory=dict)
-    wall_s: float = 0.0  # the run's processes so far, each from its first logged event to its last
+def restore(run_dir: Path) -> SearchState:
+    run_dir = Path(run_dir)
+    state = SearchState()
+    rows = {row.id: row for row in read_rows(run_dir, "candidates") if row.status != "duplicate"}
+    results = _search_results(run_dir)
+    events = read_rows(run_dir, "events")
+    state.wall_s = wall_seconds(events)
+    replayed: set[str] = set()
+    for event in events:
+        if event.transition in _WHOLE:
+            state.apply(_whole(event.transition, json.loads(event.data or "{}"), run_dir))
+        elif event.transition in _FROM_ROW and event.candidate in rows and event.candidate not in replayed:
+            replayed.add(event.candidate)
+            state.apply(_from_row(rows[event.candidate], results, run_dir))
+    for cid, row in rows.items():  # written, but a crash cut off its event
+        if cid not in replayed:
+            state.apply(_from_row(row, results, run_dir))
+    for candidate in state.pending.values():
+        candidate.source = load_source(run_dir, candidate.id)
+    state.usage = _usage(run_dir)
+    return state
 
 
-def restore(run_dir: Path) -> Restored:
-    state = Restored()
-    candidates = {row.id: row for row in read_rows(run_dir, "candidates") if row.status != "duplicate"}
+def _whole(name: str, data: dict, run_dir: Path) -> Transition:
+    if isinstance(data.get("candidate"), dict):
+        # A queued candidate's source is loaded only if it is still pending; a duplicate's is needed now.
+        source = load_source(run_dir, data["candidate"]["id"]) if name == "Duplicate" else ""
+        data["candidate"] = {**data["candidate"], "source": source}
+    return _WHOLE[name].model_validate(data)
+
+
+def _from_row(row: CandidateRow, results: dict[str, list[QuestionResult]], run_dir: Path) -> Transition:
+    fields = {name: getattr(row, name) for name in Candidate.model_fields if name != "source"}
+    candidate = Candidate(**fields, source=load_source(run_dir, row.id) if row.status == "evaluated" else "")
+    if row.status == "failed":
+        return Failed(candidate=candidate, error=row.violation_message or "")
+    if row.status == "violation":
+        return Violated(candidate=candidate, kind=row.violation_kind or "error")
+    return Evaluated(candidate=candidate, score=row.static_score or 0.0, results=results.get(row.id, []),
+                     write_example=json.loads(row.write_example) if row.write_example else None)
+
+
+def _search_results(run_dir: Path) -> dict[str, list[QuestionResult]]:
     results: dict[str, list[QuestionResult]] = {}
     for row in read_rows(run_dir, "results"):
         if row.split in ("static", "rotating"):
@@ -53,52 +83,19 @@ def restore(run_dir: Path) -> Restored:
                 id=row.question_id, category=row.category, question=row.question, expected=row.expected,
                 prediction=row.prediction, score=row.score, judge=row.judge, query=json.loads(row.query) or None,
                 context=row.context, error=row.error, seconds=row.latency_s))
-    scores = {cid: row.static_score or 0.0 for cid, row in candidates.items() if row.status == "evaluated"}
-    queued: dict[str, Candidate] = {}
-    finished_reflections: set[int] = set()
-    for row in read_rows(run_dir, "candidates"):
-        if row.status == "duplicate" and row.origin not in ("seed", "runtime-fix"):
-            finished_reflections.add(row.iteration)
-            state.duplicates += 1
-    events = read_rows(run_dir, "events")
-    state.wall_s = wall_seconds(events)
-    for event in events:
-        if event.kind == "submitted" and event.candidate:
-            meta = json.loads(event.detail or "{}")
-            state.seen.add(event.candidate)
-            # the detail is what RunDir.write_queued wrote: the candidate's log fields and its fix round
-            queued[event.candidate] = Candidate(id=event.candidate, source="", iteration=event.iteration or 0, **meta)
-            if meta["origin"] not in ("seed", "runtime-fix"):
-                finished_reflections.add(event.iteration or 0)
-        elif event.kind == "started" and (event.detail or "").startswith("reflection (improve)"):
-            state.iterations = max(state.iterations, event.iteration or 0)
-        elif event.kind == "discarded":
-            detail = json.loads(event.detail or "{}")
-            state.discarded += 1
-            if detail.get("kind") == "improve":
-                finished_reflections.add(event.iteration or 0)
-            errors = detail.get("errors") or []
-            state.children_tried.setdefault(detail["parent"], []).append(LineageEntry(
-                id="-", relation="child", commit_message="(no valid child)",
-                note=errors[-1][:200] if errors else detail.get("reason", "")))
-        elif event.kind == "retried" and event.candidate:
-            state.crashes[event.candidate] = state.crashes.get(event.candidate, 0) + 1
-        elif event.candidate in candidates and (event.kind == "failed" or (
-                event.kind == "finished" and (event.detail or "").startswith("static"))):
-            # a search evaluation ("static ...") or one that failed; not a test, a confirmation or the final selection
-            _restore_candidate(state, candidates[event.candidate], scores, results, run_dir)
-    state.queue = [q for cid, q in queued.items() if cid not in candidates]
-    for item in state.queue:
-        item.source = load_source(run_dir, item.id)
-    state.reflections = [i for i in range(1, state.iterations + 1) if i not in finished_reflections]
+    return results
+
+
+def _usage(run_dir: Path) -> dict[str, RoleUsage]:
+    usage: dict[str, RoleUsage] = {}
     for call in read_rows(run_dir, "llm_calls"):
         if not call.cache_hit:
-            usage = state.usage.setdefault(call.role, RoleUsage())
-            usage.calls += 1
-            usage.prompt_tokens += call.prompt_tokens
-            usage.completion_tokens += call.completion_tokens
-            usage.cost_usd += call.cost_usd
-    return state
+            role = usage.setdefault(call.role, RoleUsage())
+            role.calls += 1
+            role.prompt_tokens += call.prompt_tokens
+            role.completion_tokens += call.completion_tokens
+            role.cost_usd += call.cost_usd
+    return usage
 
 
 def wall_seconds(events) -> float:
@@ -114,32 +111,3 @@ def wall_seconds(events) -> float:
             first = event.at
         last = event.at
     return total + ((last - first).total_seconds() if first is not None else 0.0)
-
-
-def _restore_candidate(state: Restored, row, scores, results, run_dir: Path) -> None:
-    """One finished evaluation, replayed in the order the live run saw it."""
-    if row.origin != "seed":
-        state.evaluated += 1
-    parent_score = scores.get(row.parent) if row.parent else None
-    if row.status == "failed":
-        if row.parent is not None:
-            state.children_tried.setdefault(row.parent, []).append(LineageEntry(
-                id=row.id, relation="child", commit_message=row.commit_message,
-                note=f"evaluation failed: {(row.violation_message or '')[:200]}"))
-        return
-    if row.status == "violation":
-        state.violations += 1
-        if row.parent is not None:
-            state.children_tried.setdefault(row.parent, []).append(LineageEntry(
-                id=row.id, relation="child", commit_message=row.commit_message, score=0.0,
-                delta=-(parent_score or 0.0), note=f"runtime violation: {row.violation_kind}"))
-        return
-    member = Member(id=row.id, source=load_source(run_dir, row.id), parent=row.parent, origin=row.origin,
-                    commit_message=row.commit_message, iteration=row.iteration, score=row.static_score or 0.0,
-                    results=results.get(row.id, []),
-                    write_example=json.loads(row.write_example) if row.write_example else None)
-    state.members.append(member)
-    if row.parent is not None and parent_score is not None:
-        state.children_tried.setdefault(row.parent, []).append(LineageEntry(
-            id=row.id, relation="child", commit_message=row.commit_message, score=member.score,
-            delta=member.score - parent_score, changed=changed_pieces(load_source(run_dir, row.parent), member.source)))

@@ -307,7 +307,7 @@ def _check_categories(categories: Iterable[int]) -> tuple[int, ...]:
 def _build(
     path: str | Path | None, conversation: int, categories: Iterable[int], limit: int | None,
     granularity: Granularity = "session",
-) -> tuple[Task, LocomoLoadReport]:
+) -> Task:
     chosen = _check_categories(categories)
     file, samples = _load_samples(path)
     if isinstance(conversation, bool) or not isinstance(conversation, int) or not 0 <= conversation < len(samples):
@@ -323,9 +323,8 @@ def _build(
     )
     questions = _questions(sample, chosen, set(turn_ids), report)
     logger.debug("loaded %s from %s: %s", sample.sample_id, file, report.model_dump())
-    task = Task(name=f"locomo/{sample.sample_id}{granularity_suffix(granularity)}", texts=texts,
+    return Task(name=f"locomo/{sample.sample_id}{granularity_suffix(granularity)}", texts=texts,
                 questions=limit_questions(questions, limit))
-    return task, report
 
 
 def load_locomo(
@@ -344,11 +343,4 @@ def load_locomo(
     item's position in the file's QA list, so ids stay the same whatever categories or limit are chosen.
     ``limit`` keeps at most that many questions, round-robin across categories.
     """
-    return _build(path, conversation, categories, limit, granularity)[0]
-
-
-def locomo_load_report(
-    path: str | Path | None = None, conversation: int = 0, categories: Iterable[int] = DEFAULT_CATEGORIES
-) -> LocomoLoadReport:
-    """The repairs and drops :func:`load_locomo` makes for one conversation (evidence quirks, odd answers)."""
-    return _build(path, conversation, categories, None)[1]
+    return _build(path, conversation, categories, limit, granularity)

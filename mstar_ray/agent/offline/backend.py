@@ -1,0 +1,48 @@
+"""The offline backend: the four protocol steps over the rule modules, and what it counted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mstar_ray.agent.offline.answer import IDK, answer_from_context
+from mstar_ray.agent.offline.extract import extract_item
+from mstar_ray.agent.offline.query import build_query
+from mstar_ray.agent.offline.toolkit import toolkit_answer
+from mstar_ray.llm.usage import StepUsage
+from mstar_ray.program_schema import FieldSpec
+
+class OfflineBackend:
+    """The deterministic, network-free task agent (``name = "offline"``); rules, not a model.
+
+    ``calls`` counts protocol steps served (``extract``/``query``/``answer``/``toolkit``) so callers
+    can report how much work a run did. Instructions are accepted for protocol compatibility but do
+    not change behaviour: there is no model to instruct.
+    """
+
+    name = "offline"
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {"extract": 0, "query": 0, "answer": 0, "toolkit": 0}
+
+    def extract_item(self, instruction: str, fields: list[FieldSpec], raw_text: str) -> dict[str, Any]:
+        self.calls["extract"] += 1
+        return extract_item(fields, raw_text)
+
+    def build_query(self, instruction: str, fields: list[FieldSpec], question: str) -> dict[str, Any]:
+        self.calls["query"] += 1
+        return build_query(fields, question)
+
+    def answer(self, instruction: str, always_on: str, context: str, question: str) -> str:
+        self.calls["answer"] += 1
+        # The retrieved context comes first so that, on ties, it wins over always-on text.
+        combined = "\n".join(part for part in (context or "", always_on or "") if part.strip())
+        if not combined.strip():
+            return IDK
+        return answer_from_context(combined, question)
+
+    def toolkit_completion(self, messages: list[dict[str, str]]) -> str:
+        self.calls["toolkit"] += 1
+        return toolkit_answer(messages)
+
+    def usage(self) -> dict[str, StepUsage]:
+        return {}  # no model, nothing to cache or pay for

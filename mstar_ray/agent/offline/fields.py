@@ -1,0 +1,91 @@
+"""What a schema field is for, guessed from its name (or, failing that, its description), and how a
+value is made to fit its declared type."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from mstar_ray.program_schema import FieldSpec
+
+_DATE_CUES = frozenset("date time when timestamp day datetime ts created occurred happened".split())
+_YEAR_CUES = frozenset({"year"})
+_SPEAKER_CUES = frozenset(
+    "speaker person who author name user participant character sender owner people persons names".split()
+)
+_PLACE_CUES = frozenset("location place where city country venue town".split())
+_LESSON_CUES = frozenset("lesson insight takeaway rule principle reflection advice learning tip moral".split())
+_TOPIC_CUES = frozenset(
+    "topic keyword keywords tag entity entities subject category theme key label kind type concept".split()
+)
+_TEXT_CUES = frozenset(
+    "summary content text fact note memory event other description detail observation message "
+    "utterance statement body info information raw sentence quote value data item record log "
+    "context episode".split()
+)
+# list[str] fields with these cues hold whole sentences rather than keywords.
+_SENTENCE_LIST_CUES = frozenset(
+    "fact sentence statement event note memory lesson point detail claim observation highlight "
+    "insight takeaway summary line content text".split()
+)
+_QUESTION_CUES = frozenset("question query text content q prompt message request search input ask utterance".split())
+_QUERY_KEYWORD_CUES = frozenset("keyword keywords term entity entities topic tag key word concept subject".split())
+_COUNT_CUES = frozenset("k top limit n max num count size number results".split())
+
+
+def _name_tokens(text: str) -> list[str]:
+    """``"eventDate"``/``"event_date"`` -> ``["event", "date"]``, plus singular forms."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text)
+    words = [w.lower() for w in re.split(r"[^A-Za-z0-9]+", spaced) if w]
+    return words + [w[:-1] for w in words if len(w) > 3 and w.endswith("s")]
+
+
+def field_role(spec: FieldSpec, order: tuple[tuple[str, frozenset[str]], ...]) -> str:
+    """The first role (in priority order) whose cues occur in the name, else in the description."""
+    for source in (spec.name, spec.description):
+        tokens = set(_name_tokens(source))
+        for role, cues in order:
+            if tokens & cues:
+                return role
+    return "unknown"
+
+
+ITEM_STR_ROLES = (
+    ("date", _DATE_CUES),
+    ("year", _YEAR_CUES),
+    ("speaker", _SPEAKER_CUES),
+    ("place", _PLACE_CUES),
+    ("lesson", _LESSON_CUES),
+    ("topic", _TOPIC_CUES),
+    ("text", _TEXT_CUES),
+)
+ITEM_LIST_ROLES = (
+    ("date", _DATE_CUES),
+    ("speaker", _SPEAKER_CUES),
+    ("sentences", _SENTENCE_LIST_CUES),
+    ("topic", _TOPIC_CUES),
+)
+QUERY_ROLES = (
+    ("date", _DATE_CUES),
+    ("speaker", _SPEAKER_CUES),
+    ("place", _PLACE_CUES),
+    ("keywords", _QUERY_KEYWORD_CUES),
+    ("question", _QUESTION_CUES),
+    ("count", _COUNT_CUES),
+)
+
+
+def dict_value_type(type_str: str) -> str | None:
+    m = re.fullmatch(r"dict\[\s*str\s*,\s*(.+)\]", type_str.strip())
+    return m.group(1).strip() if m else None
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value == "" or value == [] or value == {}
+
+
+def finish(spec: FieldSpec, value: Any) -> Any:
+    """Optional fields say "nothing found" with None rather than an empty value."""
+    if spec.optional and _empty(value):
+        return None
+    return value

@@ -1,0 +1,371 @@
+"""The search policy: what to run next, and what a result means. Ray-free: it hands out ``Work`` and takes
+back what finished, so any pool can drive it (the Ray pool in ``driver.search``, a plain one in tests).
+
+It keeps R reflections and E evaluations busy in a steady state, not lock-step generations: a reflection
+starts only while fewer than E children wait for or undergo evaluation, so evaluators stay busy without
+children piling up; with R = E = 1 this is the paper's sequential loop (reflect, evaluate, add, reflect...).
+Every random choice is seeded by (run seed, iteration), never by timing. Each change of the search's state
+is a transition (``mstar_ray.state.transitions``), logged and applied as one act, so a resume replays it.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import time
+from collections.abc import Callable
+
+from mstar_ray.driver.progress import Progress, ProgressState
+from mstar_ray.driver.run_dir import RunDir
+from mstar_ray.llm.errors import BudgetExceeded, EndpointError
+from mstar_ray.reflect.reflector import Child, Discard
+from mstar_ray.reflect.request import ReflectionRequest, sample_cases
+from mstar_ray.run_config import RunConfig
+from mstar_ray.sandbox_host import SandboxStartError, SandboxUnavailable
+from mstar_ray.search.jobs import EvalJob, EvalOutcome
+from mstar_ray.search.population import Member
+from mstar_ray.search.selection import Incumbent
+from mstar_ray.search.split import SplitPlan
+from mstar_ray.search.stop import EXHAUSTED, SearchCount, StopReason, first_reached, stop_conditions
+from mstar_ray.search.work import Crashed, Done, Finished, Pool, Raised, Work
+from mstar_ray.state.candidate import Candidate, FixRound
+from mstar_ray.state.search_state import SearchState
+from mstar_ray.state.transitions import (
+    Discarded, Duplicate, Evaluated, Failed, Queued, ReflectionStarted, Retried, Stopped, Transition, Violated,
+)
+from mstar_ray.structure.index import StructureIndex
+from mstar_ray.tasks.model import Task
+
+MAX_DONORS = 6
+# An evaluator that dies this many times on one candidate (each time after Ray's own restarts) does not get
+# it again: the candidate is recorded as failed, here and on a resume.
+MAX_CRASHES_PER_CANDIDATE = 2
+WAIT_S = 1.0  # how long the loop waits for a result before it looks around (the live line, live.json)
+
+
+class FatalRunError(RuntimeError):
+    """The run cannot go on (an endpoint gone after its retries, a broken install); finished work is kept."""
+
+
+class SearchPolicy:
+    def __init__(self, config: RunConfig, task: Task, plan: SplitPlan, run_dir: RunDir, progress: Progress,
+                 shown: ProgressState, *, evaluators: int, llm_stop: Callable[[], str | None]):
+        self.config = config
+        self.task = task
+        self.plan = plan
+        self.run_dir = run_dir
+        self.progress = progress
+        self.shown = shown  # the live line's counts
+        self.evaluators = evaluators
+        self.llm_stop = llm_stop  # the LLM gateway's reason to stop (a spent budget), or None
+        self.state = SearchState()
+        self.incumbent = Incumbent(plan.split.static, seed=config.search.seed)
+        self.structure = StructureIndex(config.search.structure_level)  # no structure is evaluated twice
+        self.questions = {q.id: q for q in task.questions}
+        self.texts = {t.id: t for t in task.texts}
+        self.waiting: collections.deque[Candidate] = collections.deque()  # queued, not yet handed out
+        self.fix_requests: collections.deque[ReflectionRequest] = collections.deque()
+        # By the id of the child whose runtime violation is being fixed: where its fix will stand.
+        self.fix_rounds: dict[str, FixRound] = {}
+        self.reissue: collections.deque[int] = collections.deque()  # open reflections a resume makes again
+        self.retry: collections.deque[Work] = collections.deque()  # work whose worker died: to a replacement
+        self.flying: list[Work] = []
+        cfg = config.search
+        self.stop_conditions = stop_conditions(cfg.max_candidates, cfg.max_iterations, cfg.max_wall_s)
+        self.stop: StopReason | None = None  # ends the run now (a spent LLM budget)
+        self.budget_reached: StopReason | None = None  # kept the last new reflection from starting
+        self.started = time.monotonic()
+
+    def _act(self, transition: Transition, *, node_id: str | None = None) -> None:
+        self.run_dir.record(transition, node_id=node_id)
+        self.state.apply(transition)
+        for name in ("evaluated", "discarded", "violations", "duplicates"):
+            setattr(self.shown, name, getattr(self.state, name))
+
+    # -------------------------------------------------------------------------------------- set-up
+
+    def start(self, seeds: list[Candidate], restored: SearchState | None) -> None:
+        """Queue the seeds (on a resume: those a run killed early never queued) after the restored state."""
+        if restored is not None:
+            self._restore(restored)
+        for seed in seeds:
+            if restored is None or seed.id not in restored.seen:
+                self._enqueue(seed)
+
+    def _restore(self, restored: SearchState) -> None:
+        self.state = restored
+        self.reissue = collections.deque(restored.reflections)
+        self.started -= restored.wall_s  # wall_s and max_wall_s count every process of the run
+        for name in ("evaluated", "discarded", "violations", "duplicates"):
+            setattr(self.shown, name, getattr(restored, name))
+        pending = list(restored.pending.values())
+        for candidate in pending:
+            if restored.crashes[candidate.id] >= MAX_CRASHES_PER_CANDIDATE:
+                self._failed(candidate, f"its evaluation crashed evaluators {restored.crashes[candidate.id]} times; "
+                                        "not evaluated again")
+            else:
+                self.waiting.append(candidate)
+        for known in [*restored.members, *pending]:
+            self.structure.learn(known.id, known.source)
+        for member in restored.members:  # the incumbent, replayed in the order the run scored them
+            self.incumbent.offer(member)
+        if len(restored.population):
+            self._show_best()
+            self.shown.best_seed_score = restored.best_seed_score()
+        detail = (f"{len(restored.members)} members, {len(pending)} candidates and "
+                  f"{len(self.reissue)} reflections re-issued")
+        self.run_dir.event("resumed", iteration=restored.iterations, detail=detail)
+        self.progress.message(f"resumed: {detail}")
+
+    # -------------------------------------------------------------------------------------- what next
+
+    def drive(self, pool: Pool, between: Callable[[], None] = lambda: None) -> None:
+        """The search loop: hand out work to idle workers and take back what finished, until nothing is in
+        flight and nothing more may start; ``between`` runs after each wait (the live line)."""
+        while True:
+            for work in self.next_work(pool.idle("evaluate"), pool.idle("reflect")):
+                pool.submit(work)
+            if not pool.busy():
+                return
+            for done in pool.next_finished(WAIT_S):
+                self.accept(done)
+            between()
+
+    def next_work(self, idle_evaluators: int, idle_reflectors: int) -> list[Work]:
+        """Work for the idle workers, in the order to hand it out; each is in flight until ``accept``."""
+        issued: list[Work] = []
+
+        def issue(work: Work) -> None:
+            issued.append(work)
+            self.flying.append(work)  # counted at once: the next request's budget check sees it
+
+        for kind, idle in (("evaluate", idle_evaluators), ("reflect", idle_reflectors)):
+            for work in [w for w in self.retry if w.kind == kind][:idle]:
+                self.retry.remove(work)
+                issue(work)
+                idle -= 1
+            while idle:
+                work = self._next_evaluation() if kind == "evaluate" else self._next_reflection()
+                if work is None:
+                    break
+                issue(work)
+                idle -= 1
+        return issued
+
+    def _next_evaluation(self) -> Work | None:
+        return self._evaluation(self.waiting.popleft()) if self.waiting else None
+
+    def _next_reflection(self) -> Work | None:
+        request = self._next_request()
+        if request is None:
+            return None
+        self._act(ReflectionStarted(iteration=request.iteration, kind=request.kind))
+        return Work("reflect", request)
+
+    def search_questions(self, iteration: int) -> list[str]:
+        return list(dict.fromkeys(self.plan.split.static + self.plan.rotating(iteration)))
+
+    def _evaluation(self, candidate: Candidate) -> Work:
+        questions = self.search_questions(candidate.iteration)
+        written = self.plan.written(questions)
+        static = self.plan.split.static
+        # The rotating questions are the feedback slice of a program that learns from feedback (MemRL): they are
+        # training questions, answered before the static ones whose mean is the fitness.
+        job = EvalJob(candidate_id=candidate.id, source=candidate.source, purpose="search", task_name=self.task.name,
+                      texts=[self.texts[t] for t in written], questions=[self.questions[q] for q in questions],
+                      static_ids=static, judge=self.config.search.judge_on == "all",
+                      feedback_ids=[q for q in questions if q not in static])
+        extra = len(written) - len(self.plan.split.train_texts)
+        self.run_dir.event("started", candidate=candidate.id, iteration=candidate.iteration, work="evaluation",
+                           purpose="search",
+                           detail=f"evaluation: {len(written)} texts written ({extra} for the rotating evidence)")
+        return Work("evaluate", job, candidate)
+
+    def _flying(self, kind: str) -> list[Work]:
+        return [work for work in [*self.flying, *self.retry] if work.kind == kind]
+
+    def _children_pending(self) -> int:
+        return len(self.waiting) + sum(1 for work in self._flying("evaluate") if work.tag.origin != "seed")
+
+    def _budget_left(self) -> bool:
+        """Whether a new reflection may start; else remembers which budget stopped it."""
+        spent = self.llm_stop()
+        if spent:
+            self.stop = StopReason("llm_budget", spent)
+            return False
+        count = SearchCount(committed=self.state.evaluated + self._children_pending() + len(self._flying("reflect")),
+                            iterations=self.state.iterations, elapsed_s=time.monotonic() - self.started)
+        reached = first_reached(self.stop_conditions, count)
+        if reached:
+            self.budget_reached = reached
+            return False
+        return self.stop is None
+
+    def _next_request(self) -> ReflectionRequest | None:
+        if self.fix_requests and self._budget_left():
+            return self.fix_requests.popleft()
+        if self.reissue:
+            return self._reflection_request(self.reissue.popleft())  # in flight when the run stopped
+        seeds_pending = any(work.tag.origin == "seed" for work in self._flying("evaluate"))
+        if seeds_pending or any(c.origin == "seed" for c in self.waiting) or not len(self.state.population):
+            return None
+        if self._children_pending() >= max(1, self.evaluators) or not self._budget_left():
+            return None
+        return self._reflection_request(self.state.iterations + 1)
+
+    def _reflection_request(self, iteration: int) -> ReflectionRequest:
+        cfg = self.config.search
+        rng = random.Random(f"{cfg.seed}:reflect:{iteration}")
+        population = self.state.population
+        parent = population.select_parent(rng, cfg.parent_selection, cfg.tau)
+        failures, success = sample_cases(parent.results, rng)
+        donors = [m.source for m in sorted(population.members, key=lambda m: -m.score) if m.id != parent.id]
+        return ReflectionRequest(
+            parent_id=parent.id, parent_source=parent.source, parent_score=parent.score,
+            lineage=self.state.lineage(parent), failures=failures, success=success, write_example=parent.write_example,
+            donors=donors[:MAX_DONORS], known_ids=sorted(self.state.seen), frozen_code=cfg.frozen_code,
+            frozen_instructions=cfg.frozen_instructions, seed=rng.randrange(2**31), iteration=iteration,
+        )
+
+    def stop_reason(self) -> StopReason:
+        return self.stop or self.budget_reached or EXHAUSTED
+
+    def stopped(self) -> StopReason:
+        reason = self.stop_reason()
+        self._act(Stopped(reason=reason.kind, message=reason.message))
+        return reason
+
+    # -------------------------------------------------------------------------------------- results
+
+    def accept(self, done: Done) -> None:
+        """What finished: a result, a worker that died under its work, or a worker that raised."""
+        self.flying.remove(done.work)
+        match done:
+            case Finished(work=Work(kind="evaluate", tag=candidate), value=outcome):
+                self._evaluated(candidate, outcome)
+            case Finished(work=Work(kind="reflect", payload=request), value=reflection):
+                child = reflection.result.id if isinstance(reflection.result, Child) else None
+                self.run_dir.write_calls(reflection.calls, candidate=child, parent=request.parent_id)
+                self._reflected(request, reflection.result)
+            case Crashed():
+                self._crashed(done)
+            case Raised():
+                self._raised(done)
+
+    def _crashed(self, done: Crashed) -> None:
+        work = done.work
+        candidate = work.tag if work.kind == "evaluate" else None
+        what = "evaluation" if work.kind == "evaluate" else "reflection"
+        self.progress.message(f"a {what} worker died ({done.error[:200]}); replacing it and re-issuing its work")
+        self._act(Retried(candidate=candidate.id if candidate else None, work=what, error=done.error[:2000]))
+        if candidate is not None and self.state.crashes[candidate.id] >= MAX_CRASHES_PER_CANDIDATE:
+            self._failed(candidate, f"evaluators died {self.state.crashes[candidate.id]} times on it: {done.error}")
+        else:
+            self.retry.append(work)
+
+    def _raised(self, done: Raised) -> None:
+        """A budget spent stops the run; an endpoint gone or a machine that cannot sandbox ends it; any other
+        error is the failure of that one candidate (or reflection), and the search goes on."""
+        cause = done.error
+        if isinstance(cause, BudgetExceeded):
+            self.stop = StopReason("llm_budget", str(cause))
+            self.progress.message(f"stopping: {cause}; the work in flight is abandoned, nothing half-written")
+            return
+        if isinstance(cause, (EndpointError, SandboxUnavailable, SandboxStartError)):
+            raise FatalRunError(str(cause)) from None
+        error = f"{type(cause).__name__}: {cause}"
+        if done.work.kind == "evaluate":
+            self._failed(done.work.tag, f"its evaluation raised {error}")
+        else:
+            request = done.work.payload
+            self._reflected(request, Discard(parent=request.parent_id, reason=f"the reflection raised {error}"[:2000],
+                                             attempts=0, errors=[]))
+
+    def _failed(self, candidate: Candidate, error: str) -> None:
+        """Recorded as this candidate's failure; counted like an evaluation, so budgets still move on."""
+        self.progress.message(f"{candidate.id} could not be evaluated: {error[:300]}")
+        self.run_dir.write_failed(candidate, error)
+        self._act(Failed(candidate=candidate, error=error))
+
+    def _evaluated(self, candidate: Candidate, outcome: EvalOutcome) -> None:
+        report = outcome.report
+        rotating = {q: "rotating" for q in set(self.plan.rotating(candidate.iteration)) - set(self.plan.split.static)}
+        written = self.plan.written(self.search_questions(candidate.iteration))
+        fitness = {"written": written, "static_evidence": self.plan.evidence_share(written, self.plan.split.static)[0]}
+        for usage in [*report.llm.values(), *([report.embedding] if report.embedding else [])]:
+            self.shown.requests += usage.requests
+            self.shown.cache_hits += usage.cache_hits
+        if report.violation is not None:
+            self.run_dir.write_evaluation(candidate, outcome, rotating, **fitness)
+            v = report.violation
+            self.progress.message(f"{candidate.id} broke the contract during {v.phase}: [{v.kind}] {v.message[:200]}")
+            self._act(Violated(candidate=candidate, kind=v.kind), node_id=outcome.node_id)
+            if candidate.origin != "seed":
+                self._maybe_fix(candidate, report)
+            return
+        member = Member(**candidate.identity(), score=outcome.static_score, results=report.results,
+                        write_example=report.write_example)
+        challenge = self.incumbent.offer(member)
+        self.run_dir.write_evaluation(candidate, outcome, rotating, **fitness, interval=self.incumbent.interval(member),
+                                      challenge=challenge)
+        if challenge.verdict == "replaces" and candidate.origin != "seed":
+            self.progress.message(f"{member.id} is the new best: static {member.score:.3f}, "
+                                  f"{challenge.lead:+.3f} [{challenge.low:+.3f}, {challenge.high:+.3f}] on {challenge.incumbent}")
+        self._act(Evaluated(candidate=candidate, score=outcome.static_score, results=report.results,
+                            write_example=report.write_example), node_id=outcome.node_id)
+        self.shown.best_seed_score = self.state.best_seed_score()
+        self._show_best()
+
+    def _show_best(self) -> None:
+        best = self.incumbent.best
+        if best is not None:
+            self.shown.best_score = best.score
+            self.shown.best_low, self.shown.best_high = self.incumbent.interval(best)
+
+    def _maybe_fix(self, candidate: Candidate, report) -> None:
+        cfg = self.config.search
+        if not cfg.runtime_fix or candidate.fix_round >= cfg.max_repairs or cfg.reflector == "offline":
+            return
+        parent = self.state.population.get(candidate.parent)
+        v = report.violation
+        self.fix_requests.append(ReflectionRequest(
+            kind="runtime_fix", parent_id=candidate.id, parent_source=candidate.source, parent_score=0.0,
+            violation=f"during {v.phase}: [{v.kind}] {v.message}\n{v.traceback}".strip(),
+            known_ids=sorted(self.state.seen), frozen_code=cfg.frozen_code, frozen_instructions=cfg.frozen_instructions,
+            seed=candidate.fix_round, lineage=self.state.lineage(parent), iteration=candidate.iteration,
+        ))
+        self.fix_rounds[candidate.id] = FixRound(round=candidate.fix_round + 1, parent=parent.id,
+                                                 iteration=candidate.iteration)
+
+    def _reflected(self, request: ReflectionRequest, result: Child | Discard) -> None:
+        if isinstance(result, Discard):
+            self.fix_rounds.pop(request.parent_id, None)
+            self._act(Discarded(parent=request.parent_id, kind=request.kind, iteration=request.iteration,
+                                reason=result.reason, attempts=result.attempts, errors=result.errors))
+            return
+        fix = self.fix_rounds.pop(request.parent_id, None) if request.kind == "runtime_fix" else None
+        lineage = ({"parent": fix.parent, "iteration": fix.iteration, "origin": "runtime-fix"} if fix else {})
+        self._enqueue(Candidate(**{**result.identity(), **lineage}, fix_round=fix.round if fix else 0,
+                                patch=result.patch, edit_format=result.edit_format, tolerances=result.tolerances))
+
+    def _enqueue(self, candidate: Candidate) -> None:
+        if candidate.id in self.state.seen:
+            self._duplicate(candidate, candidate.id, "identical")
+            return
+        placement = self.structure.place(candidate.source, candidate.parent)
+        candidate.structural_key = placement.key
+        candidate.novelty_parent, candidate.novelty_population = placement.to_parent, placement.to_population
+        if self.config.search.dedup and placement.duplicate_of is not None and candidate.origin != "seed":
+            self._duplicate(candidate, placement.duplicate_of, "structurally identical (layout, comments or docstrings differ)")
+            return
+        self.structure.add(candidate.id, placement)
+        self.run_dir.write_program(candidate.source)
+        self._act(Queued(candidate=candidate))
+        self.waiting.append(candidate)
+
+    def _duplicate(self, candidate: Candidate, original: str, how: str) -> None:
+        """Not evaluated again: the child's row and its parent's history carry the original's score."""
+        score = self.state.score_of(original)
+        self.progress.message(f"{candidate.id} is {how} to {original}; not evaluated again")
+        self.run_dir.write_duplicate(candidate, original, score)
+        self._act(Duplicate(candidate=candidate, original=original, how=how, score=score))

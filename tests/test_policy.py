@@ -1,0 +1,220 @@
+"""The search policy without Ray: driven through its own loop (``SearchPolicy.drive``) by a plain in-process
+pool whose workers answer at once, with the real run directory, split, structure index and incumbent.
+
+The workers are stand-ins on purpose: what is under test is the order in which work is handed out and what a
+result does to the search's state, which must not depend on how a model would have scored a program.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+from pathlib import Path
+
+import pytest
+
+from mstar_ray.driver.policy import MAX_CRASHES_PER_CANDIDATE, SearchPolicy
+from mstar_ray.driver.progress import Progress, ProgressState
+from mstar_ray.driver.run_dir import RunDir
+from mstar_ray.embedding.hashing import HashingEmbedder
+from mstar_ray.program_id import program_id
+from mstar_ray.reflect.reflector import Child, ReflectionOutcome
+from mstar_ray.results import EvalReport, QuestionResult, SandboxInfo, summarise
+from mstar_ray.run_config import RunConfig
+from mstar_ray.search.jobs import EvalJob, EvalOutcome, static_score
+from mstar_ray.search.split import SplitPlan
+from mstar_ray.search.work import Crashed, Done, Finished, Work
+from mstar_ray.state.candidate import Seed
+from mstar_ray.state.replay import restore
+from mstar_ray.tasks.synthetic import make_synthetic
+from tests.conftest import SEEDS
+
+SEED_NAMES = ("vector_search", "experience_learner")
+
+
+def score_of(source: str) -> float:
+    """A stand-in fitness: each reflection adds one constant, worth a little more than the last."""
+    return min(1.0, 0.1 + 0.05 * source.count("STEP_"))
+
+
+def evaluate(job: EvalJob) -> EvalOutcome:
+    score = score_of(job.source)
+    results = [QuestionResult(id=q.id, category=q.category, question=q.question, expected=q.answer,
+                              prediction="x", score=score) for q in job.questions]
+    overall, categories = summarise(results)
+    report = EvalReport(task="synthetic", backend="stand-in", embedder="hashing", texts_written=len(job.texts),
+                        score=overall, categories=categories, results=results, calls={}, wall_seconds=0.0,
+                        sandbox=SandboxInfo(layers=[], missing_layers={}, ready_seconds=None))
+    return EvalOutcome(candidate_id=job.candidate_id, purpose=job.purpose, report=report,
+                       static_score=static_score(report, job.static_ids), node_id="here", worker_pid=0)
+
+
+def reflect(request) -> ReflectionOutcome:
+    source = request.parent_source + f"\nSTEP_{request.iteration} = {request.iteration}\n"
+    return ReflectionOutcome(result=Child(
+        id=program_id(source), source=source, parent=request.parent_id, origin="reflection",
+        commit_message=f"step {request.iteration}", iteration=request.iteration, patch=None, edit_format="file",
+        attempts=1))
+
+
+class InProcessPool:
+    """Workers that run the moment they are waited for, oldest submission first. ``crash`` names
+    candidates whose evaluator dies under them (every time)."""
+
+    def __init__(self, evaluators: int, reflectors: int, crash: frozenset[str] = frozenset()):
+        self.size = {"evaluate": evaluators, "reflect": reflectors}
+        self.crash = crash
+        self.running: list[Work] = []
+        self.handed: list[tuple[str, int]] = []  # (kind, works in flight after the submission)
+        self.together: set[tuple[int, int]] = set()  # (evaluations, reflections) in flight at once
+
+    def idle(self, kind: str) -> int:
+        return self.size[kind] - sum(1 for work in self.running if work.kind == kind)
+
+    def busy(self) -> bool:
+        return bool(self.running)
+
+    def submit(self, work: Work) -> None:
+        assert self.idle(work.kind) > 0, "the policy handed out more work than there are idle workers"
+        self.running.append(work)
+        self.handed.append((work.kind, len(self.running)))
+        self.together.add((self.size["evaluate"] - self.idle("evaluate"), self.size["reflect"] - self.idle("reflect")))
+
+    def next_finished(self, timeout_s: float) -> list[Done]:
+        work = self.running.pop(0)
+        if work.kind == "evaluate":
+            if work.payload.candidate_id in self.crash:
+                return [Crashed(work, "ActorDiedError: the worker died")]
+            return [Finished(work, evaluate(work.payload))]
+        return [Finished(work, reflect(work.payload))]
+
+
+def make_policy(tmp_path: Path, *, evaluators: int = 1, reflectors: int = 1, max_candidates: int = 4,
+                seeds=SEED_NAMES) -> tuple[SearchPolicy, list]:
+    config = RunConfig.model_validate({
+        "task": {"name": "synthetic", "seed": 1},
+        "split": {"static_size": 6, "rotating_size": 2, "train_ratio": 2.0},
+        "search": {"max_candidates": max_candidates, "reflections_in_flight": reflectors,
+                   "evaluations_in_flight": evaluators, "reflector": "offline"},
+        "llm": {"embedding": {"kind": "hashing"}},
+    })
+    task = make_synthetic(seed=1)
+    plan = SplitPlan(task, HashingEmbedder(), test_fraction=config.split.test_fraction, static_size=6,
+                     rotating_size=2, train_ratio=2.0, seed=0)
+    run_dir = RunDir(tmp_path / "run")
+    run_dir.write_split(plan.split)
+    policy = SearchPolicy(config, task, plan, run_dir, Progress(io.StringIO()), ProgressState(),
+                          evaluators=evaluators, llm_stop=lambda: None)
+    candidates = [Seed(name, (SEEDS / f"{name}.py").read_text()).candidate() for name in seeds]
+    return policy, candidates
+
+
+def test_with_one_reflector_and_one_evaluator_it_is_the_papers_sequential_loop(tmp_path: Path):
+    policy, seeds = make_policy(tmp_path, max_candidates=4)
+    pool = InProcessPool(evaluators=1, reflectors=1)
+    sizes = []  # the population each reflection chose its parent from
+    original = policy._reflection_request
+    policy._reflection_request = lambda iteration: (sizes.append(len(policy.state.population)), original(iteration))[1]
+    policy.start(seeds, None)
+    policy.drive(pool)
+    # the seeds one at a time, then reflect, evaluate, add, reflect ... with never two pieces of work in flight
+    assert pool.handed == [("evaluate", 1)] * 2 + [("reflect", 1), ("evaluate", 1)] * 4
+    assert sizes == [2, 3, 4, 5]  # each reflection saw the child of the one before in the population
+    members = policy.state.members
+    assert [m.origin for m in members] == ["seed", "seed", *["reflection"] * 4]
+    assert [m.iteration for m in members[2:]] == [1, 2, 3, 4]
+    assert policy.state.evaluated == 4 and policy.stop_reason().kind == "max_candidates"
+
+
+def test_with_more_workers_it_keeps_them_busy_without_piling_up_children(tmp_path: Path):
+    policy, seeds = make_policy(tmp_path, evaluators=2, reflectors=2, max_candidates=6)
+    pool = InProcessPool(evaluators=2, reflectors=2)
+    policy.start(seeds, None)
+    policy.drive(pool)
+    assert (2, 0) in pool.together and (0, 2) in pool.together  # both seeds at once; two reflections at once
+    assert any(e and r for e, r in pool.together)  # reflections and evaluations side by side
+    # no reflection starts before every seed is scored: parents come from the population
+    first_reflection = next(i for i, (kind, _) in enumerate(pool.handed) if kind == "reflect")
+    assert [kind for kind, _ in pool.handed[:first_reflection]] == ["evaluate", "evaluate"]
+    assert policy.state.evaluated == 6 and len(policy.state.members) == 8
+
+
+def test_an_evaluator_that_dies_is_replaced_and_a_candidate_that_keeps_killing_them_fails(tmp_path: Path):
+    policy, seeds = make_policy(tmp_path, max_candidates=2, seeds=SEED_NAMES[:1])
+    killer = reflect_once(policy, seeds)
+    pool = InProcessPool(evaluators=1, reflectors=1, crash=frozenset({killer}))
+    policy.drive(pool)
+    handed_to_killer = sum(1 for kind, _ in pool.handed if kind == "evaluate") - 2  # the seed and one more child
+    assert handed_to_killer == MAX_CRASHES_PER_CANDIDATE
+    assert policy.state.crashes[killer] == MAX_CRASHES_PER_CANDIDATE
+    notes = [note.note for note in policy.state.child_notes[seeds[0].id]]
+    assert any(note.startswith("evaluation failed: evaluators died 2 times") for note in notes)
+    assert killer not in policy.state.population and policy.state.evaluated == 2  # counted: the budget moved on
+
+
+def reflect_once(policy: SearchPolicy, seeds) -> str:
+    """Start the search and say which id its first child will have."""
+    policy.start(seeds, None)
+    return program_id(seeds[0].source + "\nSTEP_1 = 1\n")
+
+
+def test_a_child_equal_to_a_known_program_is_a_duplicate_and_its_parent_hears_so(tmp_path: Path):
+    policy, seeds = make_policy(tmp_path, max_candidates=1, seeds=SEED_NAMES[:1])
+    pool = InProcessPool(evaluators=1, reflectors=1)
+    policy.start(seeds, None)
+    policy.drive(pool)
+    child = policy.state.members[-1]
+    again = Child(**{**child.identity(), "iteration": 2}, patch=None, edit_format="file", attempts=1)
+    request = Work("reflect", policy._reflection_request(2))
+    policy.flying.append(request)
+    policy.accept(Finished(request, ReflectionOutcome(result=again)))
+    assert policy.state.duplicates == 1 and child.id not in [c.id for c in policy.waiting]
+    note = policy.state.child_notes[child.parent][-1]  # the duplicate names its own parent
+    assert note.id == child.id and "identical to a program already evaluated" in note.note
+
+
+def test_replaying_the_logs_gives_back_the_state_the_live_search_built(tmp_path: Path):
+    policy, seeds = make_policy(tmp_path, evaluators=2, reflectors=2, max_candidates=5)
+    policy.start(seeds, None)
+    policy.drive(InProcessPool(evaluators=2, reflectors=2))
+    policy.stopped()
+    policy.run_dir.close()
+    live, replayed = policy.state, restore(policy.run_dir.path)
+    assert [(m.id, m.score, m.parent) for m in replayed.members] == [(m.id, m.score, m.parent) for m in live.members]
+    assert {k: v for k, v in replayed.child_notes.items() if v} == {k: v for k, v in live.child_notes.items() if v}
+    for name in ("seen", "pending", "open_reflections", "iterations", "evaluated", "discarded", "violations",
+                 "duplicates", "stop"):
+        assert getattr(replayed, name) == getattr(live, name), name
+
+
+def test_a_resume_reissues_what_was_in_flight_and_never_evaluates_a_scored_candidate_again(tmp_path: Path):
+    policy, seeds = make_policy(tmp_path, max_candidates=3)
+    pool = InProcessPool(evaluators=1, reflectors=1)
+    policy.start(seeds, None)
+    # stop the "process" with the first child's reflection answered and its evaluation in flight
+    while not any(m.origin == "reflection" for m in policy.waiting):
+        for work in policy.next_work(pool.idle("evaluate"), pool.idle("reflect")):
+            pool.submit(work)
+        for done in pool.next_finished(0):
+            policy.accept(done)
+    policy.run_dir.close()
+    state = restore(policy.run_dir.path)
+    assert [c.origin for c in state.queue] == ["reflection"] and state.queue[0].source
+    resumed, _ = make_policy(tmp_path, max_candidates=3)
+    resumed.start(seeds, state)
+    second = InProcessPool(evaluators=1, reflectors=1)
+    resumed.drive(second)
+    evaluated = collections.Counter(m.id for m in resumed.state.members)
+    assert max(evaluated.values()) == 1 and len(resumed.state.members) == 5
+    assert second.handed[0] == ("evaluate", 1)  # the queued child first, no seed again
+
+
+@pytest.mark.parametrize("spent", ["budget spent: $0.0100 of $0.01"])
+def test_a_spent_llm_budget_stops_new_reflections_and_is_the_stop_reason(tmp_path: Path, spent: str):
+    policy, seeds = make_policy(tmp_path, max_candidates=10)
+    policy.llm_stop = lambda: spent if len(policy.state.members) >= 3 else None
+    policy.start(seeds, None)
+    policy.drive(InProcessPool(evaluators=1, reflectors=1))
+    assert len(policy.state.members) == 3
+    reason = policy.stop_reason()
+    assert reason.spent and reason.message == spent
