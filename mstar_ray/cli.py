@@ -65,8 +65,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     source = _read_program(args.program)
     settings = _llm_settings(args)
     task = load_task(
-        args.task, conversation=args.conversation, limit=args.limit, data_path=args.data, seed=args.seed,
-        size=args.size,
+        args.task, conversation=args.conversation, limit=args.limit, data=args.data, seed=args.seed, size=args.size,
     )
     if args.texts is not None and args.texts < 1:
         raise ValueError(f"--texts must be at least 1, got {args.texts}")
@@ -76,15 +75,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.texts is not None and args.texts < len(task.texts):
         from mstar_ray.search.split import covering_texts
 
-        chosen = covering_texts(task, task.questions, embedder, args.texts)
-        print(f"writing {len(chosen)} of {len(task.texts)} texts: those holding the evidence of the {len(task.questions)} "
+        chosen = covering_texts(task, task.items, embedder, args.texts)
+        print(f"writing {len(chosen)} of {len(task.texts)} texts: those holding the evidence of the {len(task.items)} "
               f"questions asked, and those that best cover them ({embedder.name} embeddings), as the search chooses "
               "its training texts",
               file=sys.stderr)
         task = task.model_copy(update={"texts": chosen})
     limits = SandboxLimits(call_timeout_s=args.call_timeout,
                            require=[layer for layer in LAYERS if layer not in args.allow_missing])
-    report = evaluate(source, task, roles.backend(), embedder, limits=limits, judge=roles.judge(),
+    report = evaluate(source, task, roles.backend(), embedder, limits=limits, judge=roles.client("judge"),
                       progress=ProgressPrinter(sys.stderr))
     if args.json:
         print(report.model_dump_json(indent=2))
@@ -107,8 +106,8 @@ class ProgressPrinter:
     def __call__(self, progress) -> None:
         if progress.finished:
             return
-        if progress.questions_done:
-            phase, done, total, elapsed = ("answering questions", progress.questions_done, progress.questions_total,
+        if progress.items_done:
+            phase, done, total, elapsed = ("evaluating items", progress.items_done, progress.items_total,
                                            progress.read_s)
         else:
             phase, done, total, elapsed = "writing texts", progress.texts_done, progress.texts_total, progress.write_s
@@ -219,21 +218,20 @@ def _format_report(program: str, report) -> str:
     nature = "no network, no key; deterministic" if report.backend == "offline" else "real model"
     lines = [
         f"program   {program}",
-        f"task      {report.task} ({report.texts_written} texts written, {len(report.results)} questions)",
+        f"task      {report.task} ({report.texts_written} texts written, {len(report.results)} items; "
+        f"family {report.family}, scored by {report.metric})",
         f"backend   {report.backend} ({nature}) · embedder {report.embedder}",
         "",
     ]
     width = max([18, *(len(name) + 2 for name in report.categories)])
-    lines.append(f"{'category':<{width}}{'n':>5}{'F1':>9}")
+    lines.append(f"{'category':<{width}}{'n':>5}{'score':>9}")
     for name, category in report.categories.items():
         lines.append(f"{name:<{width}}{category.n:>5}{category.score:>9.3f}")
     lines.append(f"{'overall':<{width}}{len(report.results):>5}{report.score:>9.3f}")
     lines.append("")
     calls = report.calls
-    lines.append(
-        f"calls     extract {calls['extract']} · query {calls['query']} · answer {calls['answer']} · "
-        f"toolkit LLM {calls['toolkit_llm']} · embedded texts {calls['embedded_texts']}"
-    )
+    lines.append("calls     " + " · ".join(f"{step.replace('_', ' ').replace('llm', 'LLM')} {n}" for step, n in calls.items()
+                                          if n or step not in ("feedback",)))
     lines.append(f"wall time {report.wall_seconds:.1f} s")
     ready = report.sandbox.ready_seconds
     lines.append(

@@ -1,4 +1,4 @@
-"""What one evaluation of a program produces: a result per question, the report, and its progress as it runs.
+"""What one evaluation of a program produces: a result per item, the report, and its progress as it runs.
 
 Shared by the evaluation (``mstar_ray.agent.evaluation``), the search (``mstar_ray.search``) and the
 reflector (``mstar_ray.reflect``), so it imports only what the records are made of.
@@ -13,9 +13,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from mstar_ray.llm.usage import StepUsage
+from mstar_ray.tasks.model import Item
 
 
-class QuestionResult(BaseModel):
+class ItemResult(BaseModel):
+    """How one item went, whatever its family: what was asked and expected, what the agent produced, its
+    score in [0, 1], what memory was asked and returned, and the trace a reflector reads to see why."""
+
     id: str
     category: str
     question: str
@@ -27,6 +31,11 @@ class QuestionResult(BaseModel):
     context: str = ""
     error: str | None = None
     seconds: float = 0.0
+    trace: str = ""  # what happened beyond the answer: an episode's steps, the rubric's verdicts
+
+    @classmethod
+    def of(cls, item: Item, **fields: Any) -> ItemResult:
+        return cls(id=item.id, category=item.category, question=item.question, expected=item.answer, **fields)
 
 
 class CategoryScore(BaseModel):
@@ -49,12 +58,14 @@ class SandboxInfo(BaseModel):
 
 class EvalReport(BaseModel):
     task: str
+    family: str = "qa"
+    metric: str = "token F1"  # what the scores are (the family's metric)
     backend: str
     embedder: str
     texts_written: int
     score: float
     categories: dict[str, CategoryScore]
-    results: list[QuestionResult]
+    results: list[ItemResult]
     violation: RuntimeViolation | None = None
     write_example: dict[str, Any] | None = None  # the first stored item and its raw text, for reflection
     write_errors: int = 0
@@ -80,9 +91,9 @@ class EvalProgress:
     write and every question, so it must cost next to nothing)."""
 
     texts_total: int
-    questions_total: int
+    items_total: int
     texts_done: int = 0
-    questions_done: int = 0
+    items_done: int = 0
     write_s: float = 0.0  # time spent writing so far
     read_s: float = 0.0  # time spent reading and answering so far
     finished: bool = False
@@ -93,17 +104,17 @@ class EvalProgress:
         if self.finished:
             return 0.0
         per_text = self.write_s / self.texts_done if self.texts_done else None
-        per_question = self.read_s / self.questions_done if self.questions_done else per_text
+        per_question = self.read_s / self.items_done if self.items_done else per_text
         if per_question is None:
             return None
         left = (self.texts_total - self.texts_done) * (per_text or per_question)
-        return left + (self.questions_total - self.questions_done) * per_question
+        return left + (self.items_total - self.items_done) * per_question
 
 
 ProgressHook = Callable[[EvalProgress], None]
 
 
-def summarise(results: list[QuestionResult]) -> tuple[float, dict[str, CategoryScore]]:
+def summarise(results: list[ItemResult]) -> tuple[float, dict[str, CategoryScore]]:
     by_category: dict[str, list[float]] = {}
     for result in results:
         by_category.setdefault(result.category, []).append(result.score)

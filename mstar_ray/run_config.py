@@ -13,30 +13,11 @@ from mstar_ray.config_file import ConfigError, load_yaml
 from mstar_ray.contract import ContractError, Violation, check_source
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.sandbox_host import SandboxLimits
-from mstar_ray.tasks.beam import SIZES as BEAM_SIZES
-from mstar_ray.tasks.registry import TASK_NAMES
+from mstar_ray.tasks.registry import TaskConfig
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class TaskConfig(_Section):
-    name: Literal[TASK_NAMES] = "synthetic"
-    seed: int = Field(0, description="synthetic: which generated world")
-    conversation: int = Field(0, ge=0, description="locomo, beam: which conversation (0-based)")
-    data: str | None = Field(None, description="locomo: path to locomo10.json (else $MSTAR_LOCOMO_PATH); "
-                             "beam: the directory holding BEAM's chats (required)")
-    size: Literal[BEAM_SIZES] = Field("100K", description="beam: conversation size")
-    limit: int | None = Field(None, gt=0, description="at most this many questions, spread over categories")
-    granularity: Literal["session", "turn"] = Field(
-        "session", description="one raw text per dialogue session (the paper's) or per turn; evidence names turns")
-
-    @model_validator(mode="after")
-    def _data_for_beam(self) -> TaskConfig:
-        if self.name == "beam" and not self.data:
-            raise ValueError("task beam needs data: the directory holding BEAM's chats (BEAM is not shipped)")
-        return self
 
 
 class SplitConfig(_Section):

@@ -76,7 +76,7 @@ def requests(count: int) -> list[ReflectionRequest]:
     task = load_task("synthetic", seed=0, granularity="turn")  # the workload the README figures were measured on
     made = []
     for i, source in enumerate(seeds_and_mutants(count)):
-        report = evaluate(source, task, OfflineBackend(), HashingEmbedder(), questions=task.questions[:12])
+        report = evaluate(source, task, OfflineBackend(), HashingEmbedder(), items=task.items[:12])
         failures, success = sample_cases(report.results, random.Random(i))
         made.append(ReflectionRequest(parent_id=program_id(source), parent_source=source, parent_score=report.score,
                                       failures=failures, success=success, write_example=report.write_example))

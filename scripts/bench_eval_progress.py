@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def per_call(hook: ProgressReporter, calls: int) -> float:
-    progress = EvalProgress(texts_total=calls, questions_total=0)
+    progress = EvalProgress(texts_total=calls, items_total=0)
     started = time.perf_counter()
     for done in range(calls):
         progress.texts_done = done
@@ -63,7 +63,7 @@ def main() -> int:
             with_board = EvaluatorActor.remote(settings, SandboxLimits(), cache.name, gateway.name, board_name)
             without = EvaluatorActor.remote(settings, SandboxLimits(), cache.name, gateway.name)
             job = EvalJob(candidate_id="bench", source=source, purpose="search", task_name=task.name,
-                          texts=task.texts, questions=task.questions, static_ids=[q.id for q in task.questions])
+                          texts=task.texts, items=task.items, static_ids=[q.id for q in task.items])
             ray.get([with_board.evaluate.remote(job), without.evaluate.remote(job)])  # warm both (sandbox, cache)
             walls: dict[str, list[float]] = {"with": [], "without": []}
             for _ in range(args.repeat):
@@ -72,7 +72,7 @@ def main() -> int:
                     walls[name].append(outcome.report.wall_seconds)
     finally:
         ray.shutdown()
-    steps = len(task.texts) + len(task.questions)
+    steps = len(task.texts) + len(task.items)
     with_s, without_s = statistics.median(walls["with"]), statistics.median(walls["without"])
     print(f"hook, nothing posted:  {quiet * 1e9:8.0f} ns per call")
     print(f"hook, posting:         {posting * 1e6:8.1f} us per post (at most one a second per evaluation)")

@@ -160,9 +160,9 @@ def classify(parent: str, reply: str, request: ReflectionRequest, edit_format: s
 
 def parents_with_cases(count: int, task: Task, questions: int, texts: int) -> tuple[list[ReflectionRequest], Task]:
     embedder = HashingEmbedder()
-    asked = task.questions[:: max(1, len(task.questions) // questions)][:questions]
+    asked = task.items[:: max(1, len(task.items) // questions)][:questions]
     written = covering_texts(task, asked, embedder, texts)
-    small = Task(name=task.name, texts=written, questions=asked)
+    small = Task(name=task.name, texts=written, items=asked)
     made = []
     for i, source in enumerate(seeds_and_mutants(count)):
         report = evaluate(source, small, OfflineBackend(), embedder)
@@ -177,7 +177,7 @@ def offline_score(source: str, task: Task) -> float:
 
 
 def run(url: str, model: str, args: argparse.Namespace) -> None:
-    task = load_task("locomo", conversation=args.conversation, data_path=args.data)
+    task = load_task("locomo", conversation=args.conversation, data=args.data)
     requests, small = parents_with_cases(args.parents, task, args.questions, args.texts)
     config = EndpointConfig(base_url=url, model=model, max_tokens=args.max_tokens, temperature=0.7, json_mode=False,
                             timeout_s=1800)

@@ -91,7 +91,7 @@ def pooled(evaluators: int, sources: list[str], url: str, task: Task) -> tuple[f
                 .remote(settings, SandboxLimits(), cache.name, gateway.name) for _ in range(evaluators)]
         ray.get([actor.pid.remote() for actor in pool])  # started before the clock runs
         jobs = [EvalJob(candidate_id=program_id(s), source=s, purpose="search", task_name=task.name, texts=task.texts,
-                        questions=task.questions, static_ids=[q.id for q in task.questions]) for s in sources]
+                        items=task.items, static_ids=[q.id for q in task.items]) for s in sources]
         started = time.monotonic()
         queue, idle, flights, took = list(enumerate(jobs)), list(pool), {}, [0.0] * len(jobs)
         while queue or flights:
@@ -129,7 +129,7 @@ def main() -> None:
     parser.add_argument("--evaluators", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
     args = parser.parse_args()
     full = load_task("synthetic", seed=0, granularity="turn")  # the workload the README figures were measured on
-    task = Task(name="bench", texts=full.texts[: args.texts], questions=full.questions[: args.questions])
+    task = Task(name="bench", texts=full.texts[: args.texts], items=full.items[: args.questions])
     sources = candidates(args.candidates, args.workload)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     for _ in range(NODES - 1):

@@ -41,7 +41,7 @@ from mstar_ray.agent.evaluation import evaluate  # noqa: E402
 from mstar_ray.run_config import RunConfig  # noqa: E402
 from mstar_ray.search.noise import paired_interval  # noqa: E402
 from mstar_ray.tasks.model import Task  # noqa: E402
-from mstar_ray.tasks.registry import load_task  # noqa: E402
+from mstar_ray.tasks.registry import task_from_config  # noqa: E402
 
 PROTOCOL_CALLS = ("extract", "query", "answer", "toolkit_llm")
 
@@ -80,9 +80,7 @@ def spearman(x: list[float], y: list[float]) -> float:
 
 
 def load_run_task(run_dir: Path, config: RunConfig, granularity: str | None) -> Task:
-    t = config.task
-    task = load_task(t.name, conversation=t.conversation, limit=t.limit, data_path=t.data, seed=t.seed,
-                     granularity=granularity or t.granularity)
+    task = task_from_config(config.task.model_copy(update={"granularity": granularity or config.task.granularity}))
     split = json.loads((run_dir / "split.json").read_text())
     missing = set(split["train_texts"]) - {text.id for text in task.texts}
     if missing:
@@ -94,7 +92,7 @@ def load_run_task(run_dir: Path, config: RunConfig, granularity: str | None) -> 
 def evidence_share(task: Task, written: set[str], question_ids: list[str]) -> tuple[float | None, int, int]:
     """(share, units in memory, units) over the evidence of the given questions."""
     holder = task.evidence_holders()
-    by_id = {q.id: q for q in task.questions}
+    by_id = {q.id: q for q in task.items}
     units = [unit for qid in question_ids for unit in by_id[qid].evidence]
     held = sum(1 for unit in units if holder.get(unit) in written)
     return (held / len(units) if units else None), held, len(units)
@@ -116,14 +114,14 @@ def main() -> int:
     summary = json.loads((run_dir / "summary.json").read_text())
     split = json.loads((run_dir / "split.json").read_text())
     task = load_run_task(run_dir, config, args.granularity)
-    questions = {q.id: q for q in task.questions}
+    questions = {q.id: q for q in task.items}
 
     rows = [r for r in log_rows(run_dir, "candidates") if r["status"] == "evaluated"]
     members = list({r["id"]: r for r in rows}.values())
     sources = {m["id"]: (run_dir / "programs" / f"{m['id']}.py").read_text() for m in members}
     roles = RoleClients(config.llm)
     backend, embedder = roles.backend(), roles.embedder()
-    test_task = Task(name=task.name, texts=list(task.texts), questions=[questions[q] for q in split["test"]])
+    test_task = Task(name=task.name, texts=list(task.texts), items=[questions[q] for q in split["test"]])
 
     test_scores: dict[str, list[float]] = {}
     test_walls, test_calls = [], []
@@ -152,7 +150,7 @@ def main() -> int:
     asked = list(dict.fromkeys(r["question_id"] for r in log_rows(run_dir, "results")
                                if r["candidate"] == first["id"] and r["split"] != "test"))
     texts = {t.id: t for t in task.texts}
-    search_task = Task(name=task.name, texts=[texts[i] for i in written], questions=[questions[q] for q in asked])
+    search_task = Task(name=task.name, texts=[texts[i] for i in written], items=[questions[q] for q in asked])
     started = time.monotonic()
     search_report = evaluate(sources[first["id"]], search_task, backend, embedder, limits=config.sandbox)
     search_wall = time.monotonic() - started
@@ -174,10 +172,10 @@ def main() -> int:
         "static_evidence_in_memory": {"share": share, "units_in_memory": held, "units": units},
         "texts_written_in_search": len(written),
         "search_eval": {"wall_s": search_wall, "calls": protocol_calls(search_report), "texts": len(written),
-                        "chars_written": sum(len(texts[i].text) for i in written), "questions": len(asked)},
+                        "chars_written": sum(len(texts[i].text) for i in written), "items": len(asked)},
         "test_eval": {"wall_s_mean": float(np.mean(test_walls)), "calls_mean": float(np.mean(test_calls)),
                       "texts": len(task.texts), "chars_written": sum(len(t.text) for t in task.texts),
-                      "questions": len(split["test"])},
+                      "items": len(split["test"])},
         "search_eval_wall_s_logged_mean": float(np.mean([m["wall_seconds"] for m in members])),
         "summary_test_scores_reproduced": {k: abs(a - b) < 1e-9 for k, (a, b) in consistency.items() if a is not None},
         "how_chosen": (summary.get("selection") or {}).get("how", "the highest static score (runs before the selection rule)"),

@@ -44,11 +44,11 @@ def main() -> None:
     settings = LLMSettings(task=endpoint)
     probe_endpoints(settings)
     roles = RoleClients(settings, cache=SqliteCache(args.cache) if args.cache else None)
-    full = load_task("locomo", conversation=args.conversation, limit=args.limit, data_path=args.data)
+    full = load_task("locomo", conversation=args.conversation, limit=args.limit, data=args.data)
     holders = full.evidence_holders()
-    wanted = {holders[e] for q in full.questions for e in q.evidence if e in holders}
+    wanted = {holders[e] for q in full.items for e in q.evidence if e in holders}
     task = full.model_copy(update={"texts": [t for t in full.texts if t.id in wanted]})
-    print(f"{task.name}: {len(task.questions)} questions, the {len(task.texts)} texts holding their evidence "
+    print(f"{task.name}: {len(task.items)} questions, the {len(task.texts)} texts holding their evidence "
           f"({', '.join(t.id for t in task.texts)}); model {args.llm_model}", flush=True)
     rows = []
     for name in args.seeds.split(","):

@@ -42,7 +42,7 @@ def evidence_reached(report: EvalReport, task: Task) -> tuple[int, int]:
     """(questions whose evidence all reached the context, questions with evidence). A piece of evidence reached
     the context when the first 80 characters of its turn ("Speaker: words") appear in it."""
     bodies = {unit.id: t.text[unit.start:unit.end][:80] for t in task.texts for unit in t.units}
-    evidence = {q.id: q.evidence for q in task.questions}
+    evidence = {q.id: q.evidence for q in task.items}
     with_evidence = [r for r in report.results if evidence.get(r.id)]
     reached = sum(all(bodies[e] in r.context for e in evidence[r.id]) for r in with_evidence)
     return reached, len(with_evidence)
@@ -98,7 +98,7 @@ def main() -> None:
 
     roles = RoleClients(LLMSettings(), cache=SqliteCache(args.cache) if args.cache else None)
     backend, embedder = roles.backend(), roles.embedder()
-    locomo = [load_task("locomo", conversation=i, data_path=args.data) for i in conversation_range(args.conversations)]
+    locomo = [load_task("locomo", conversation=i, data=args.data) for i in conversation_range(args.conversations)]
     synthetic = load_task("synthetic", seed=0)
     seeds = args.seeds.split(",")
     figures: dict[str, dict] = {"locomo": {}, "synthetic": {}, "feedback": {}}
@@ -115,14 +115,14 @@ def main() -> None:
         figures["locomo"][name] = tally.row(LOCOMO_CATEGORIES)
         synthetic_tally = Tally()
         synthetic_tally.add(evaluate(source, synthetic, backend, embedder), synthetic)
-        figures["synthetic"][name] = synthetic_tally.row(sorted({q.category for q in synthetic.questions}))
+        figures["synthetic"][name] = synthetic_tally.row(sorted({q.category for q in synthetic.items}))
         print(f"[{time.monotonic() - started:7.0f} s] {name}: LoCoMo {fmt(tally.row([])['f1'])}", flush=True)
     if "memrl" in seeds:
         source = library.entry("memrl").path.read_text(encoding="utf-8")
         with_feedback, without = [], []
         for task, plain in zip(locomo, memrl_reports):  # the offline protocol is deterministic: reuse the run above
-            taught = [q.id for q in task.questions[0::2]]
-            asked = {q.id for q in task.questions[1::2]}
+            taught = [q.id for q in task.items[0::2]]
+            asked = {q.id for q in task.items[1::2]}
             taught_report = evaluate(source, task, backend, embedder, feedback_ids=taught)
             with_feedback += [r.score for r in taught_report.results if r.id in asked]
             without += [r.score for r in plain.results if r.id in asked]
@@ -141,7 +141,7 @@ def main() -> None:
               f"{row['calls'].get('embedded_texts', 0)} | {fmt(synth['f1'])} | {synth['wall_s']:.1f} | "
               f"{len(row['violations']) + len(synth['violations'])} |")
     questions = figures["locomo"][seeds[0]]["n"] if seeds else 0
-    print(f"\n{questions} LoCoMo questions, {len(synthetic.questions)} synthetic; calls per seed on LoCoMo: "
+    print(f"\n{questions} LoCoMo questions, {len(synthetic.items)} synthetic; calls per seed on LoCoMo: "
           f"extract {figures['locomo'][seeds[0]]['calls'].get('extract', 0)}, query/answer {questions} each")
     if figures["feedback"]:
         fb = figures["feedback"]["memrl"]

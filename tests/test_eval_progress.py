@@ -50,7 +50,7 @@ def test_a_busy_evaluator_reports_its_progress_through_the_board(tmp_path):
         board, board_name = start_progress_board()
         actor = EvaluatorActor.remote(settings, SandboxLimits(), cache.name, gateway.name, board_name)
         job = EvalJob(candidate_id="slow", source=slow_program(1_500_000), purpose="test", task_name="t", texts=task.texts[:40],
-                      questions=task.questions[:3], static_ids=[q.id for q in task.questions[:3]])
+                      items=task.items[:3], static_ids=[q.id for q in task.items[:3]])
         pending = actor.evaluate.remote(job)
         seen = []
         deadline = time.monotonic() + 240
@@ -58,7 +58,7 @@ def test_a_busy_evaluator_reports_its_progress_through_the_board(tmp_path):
             done, _ = ray.wait([pending], timeout=0.2)
             entry = ray.get(board.snapshot.remote()).get("test:slow")
             if entry is not None:
-                seen.append((entry.texts_done, entry.questions_done))
+                seen.append((entry.texts_done, entry.items_done))
             if done:
                 break
         outcome = ray.get(pending)

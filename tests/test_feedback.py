@@ -66,7 +66,7 @@ def heard(context: str) -> list[str]:
 @pytest.fixture(scope="module")
 def task():
     full = load_task("synthetic", seed=4)
-    return full.model_copy(update={"texts": full.texts[:40], "questions": full.questions[:10]})
+    return full.model_copy(update={"texts": full.texts[:40], "items": full.items[:10]})
 
 
 def run(source, task, **kwargs):
@@ -99,11 +99,11 @@ def test_a_feedback_method_with_the_wrong_signature_is_a_violation(signature):
 
 
 def test_feedback_goes_to_the_slice_only_which_is_answered_first(task):
-    slice_ = [q.id for q in task.questions[-3:]]
+    slice_ = [q.id for q in task.items[-3:]]
     report = run(RECORDER, task, feedback_ids=slice_)
     assert report.violation is None and report.calls["feedback"] == 3
-    assert [r.id for r in report.results] == [q.id for q in task.questions]  # reported in the task's order
-    taught = [q.question for q in task.questions[-3:]]
+    assert [r.id for r in report.results] == [q.id for q in task.items]  # reported in the task's order
+    taught = [q.question for q in task.items[-3:]]
     for result in report.results:
         if result.id in slice_:  # the slice came first, each one after the feedback of those before it
             assert heard(result.context) == taught[: taught.index(result.question)]
@@ -112,7 +112,7 @@ def test_feedback_goes_to_the_slice_only_which_is_answered_first(task):
 
 
 def test_programs_without_feedback_run_exactly_as_before(task):
-    slice_ = [q.id for q in task.questions[-3:]]
+    slice_ = [q.id for q in task.items[-3:]]
     for program in (DEAF, seed_source("vector_search"), seed_source("experience_learner")):
         plain, given = run(program, task), run(program, task, feedback_ids=slice_)
         assert given.calls["feedback"] == 0
@@ -121,10 +121,10 @@ def test_programs_without_feedback_run_exactly_as_before(task):
 
 
 def test_a_job_never_asks_for_feedback_on_a_question_it_scores(task):
-    ids = [q.id for q in task.questions]
-    with pytest.raises(ValueError, match="feedback on questions whose scores are reported"):
+    ids = [q.id for q in task.items]
+    with pytest.raises(ValueError, match="feedback on items whose scores are reported"):
         EvalJob(candidate_id="c", source=RECORDER, purpose="search", task_name=task.name, texts=task.texts,
-                questions=task.questions, static_ids=ids[:5], feedback_ids=ids[4:])
+                items=task.items, static_ids=ids[:5], feedback_ids=ids[4:])
 
 
 def test_the_smoke_test_gives_feedback_to_a_program_that_takes_it():

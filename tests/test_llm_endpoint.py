@@ -46,7 +46,7 @@ def test_json_mode_extraction_round_trip(llm_server):
 def test_whole_eval_of_a_seed_through_the_real_server(llm_server):
     full = load_task("synthetic", seed=1, granularity="turn")  # a few short texts for a small model
     texts = full.texts[:6]
-    task = Task(name="synthetic/tiny", texts=texts, questions=full.questions[:2])
+    task = Task(name="synthetic/tiny", texts=texts, items=full.items[:2])
     backend = LLMBackend(client_for(llm_server))
     report = evaluate(seed_source("llm_summarizer"), task, backend, HashingEmbedder())
     assert report.violation is None, report.violation
@@ -121,7 +121,7 @@ READ_ONLY_CHANGE = (
 @pytest.mark.slow
 def test_a_child_that_changed_only_read_costs_no_new_extraction_calls(llm_server, tmp_path):
     full = load_task("synthetic", seed=2, granularity="turn")
-    task = Task(name="synthetic/tiny", texts=full.texts[:5], questions=full.questions[:3])
+    task = Task(name="synthetic/tiny", texts=full.texts[:5], items=full.items[:3])
     parent = seed_source("vector_search")
     child = parent.replace(*READ_ONLY_CHANGE)
     assert child != parent

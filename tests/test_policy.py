@@ -19,7 +19,7 @@ from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.reflector import Child, ReflectionOutcome
-from mstar_ray.results import EvalReport, QuestionResult, SandboxInfo, summarise
+from mstar_ray.results import EvalReport, ItemResult, SandboxInfo, summarise
 from mstar_ray.run_config import RunConfig
 from mstar_ray.search.jobs import EvalJob, EvalOutcome, static_score
 from mstar_ray.search.split import SplitPlan
@@ -39,8 +39,8 @@ def score_of(source: str) -> float:
 
 def evaluate(job: EvalJob) -> EvalOutcome:
     score = score_of(job.source)
-    results = [QuestionResult(id=q.id, category=q.category, question=q.question, expected=q.answer,
-                              prediction="x", score=score) for q in job.questions]
+    results = [ItemResult(id=q.id, category=q.category, question=q.question, expected=q.answer,
+                              prediction="x", score=score) for q in job.items]
     overall, categories = summarise(results)
     report = EvalReport(task="synthetic", backend="stand-in", embedder="hashing", texts_written=len(job.texts),
                         score=overall, categories=categories, results=results, calls={}, wall_seconds=0.0,

@@ -27,7 +27,7 @@ from tests.conftest import seed_source
 def test_smollm2_reflects_in_the_function_format(llm_server):
     task = load_task("synthetic", seed=0)
     source = seed_source("vector_search")
-    report = evaluate(source, task, OfflineBackend(), HashingEmbedder(), questions=task.questions[:8])
+    report = evaluate(source, task, OfflineBackend(), HashingEmbedder(), items=task.items[:8])
     failures, success = sample_cases(report.results, random.Random(0))
     request = ReflectionRequest(parent_id=program_id(source), parent_source=source, parent_score=report.score,
                                 failures=failures, success=success, write_example=report.write_example)

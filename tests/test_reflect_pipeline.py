@@ -15,7 +15,7 @@ from mstar_ray.reflect.prompt import reflection_messages
 from mstar_ray.reflect.reflector import Child, Discard, LLMReflector, OfflineReflector, frozen_violation
 from mstar_ray.reflect.request import LineageEntry, ReflectionRequest, sample_cases
 from mstar_ray.reflect.smoke import smoke_test
-from mstar_ray.results import QuestionResult
+from mstar_ray.results import ItemResult
 from tests.conftest import seed_source
 from tests.scripted_server import ScriptedServer
 
@@ -127,7 +127,7 @@ def test_the_offline_reflector_takes_the_same_path():
 
 
 def test_the_prompt_holds_what_the_paper_lists():
-    results = [QuestionResult(id=f"q{i}", category="c", question=f"Question {i}?", expected="x", prediction="y",
+    results = [ItemResult(id=f"q{i}", category="c", question=f"Question {i}?", expected="x", prediction="y",
                               score=s, context=f"ctx {i}") for i, s in enumerate([0.0, 0.2, 0.5, 1.0, 0.9])]
     failures, success = sample_cases(results, random.Random(0))
     assert len(failures) == 3 and all(f.score < 1 for f in failures) and success.score == 1.0
@@ -141,7 +141,7 @@ def test_the_prompt_holds_what_the_paper_lists():
 
 
 def test_failure_sampling_prefers_low_scores():
-    results = [QuestionResult(id=f"q{i}", category="c", question="?", expected="x", score=s)
+    results = [ItemResult(id=f"q{i}", category="c", question="?", expected="x", score=s)
                for i, s in enumerate([0.0, 0.95])]
     firsts = [sample_cases(results, random.Random(seed))[0][0].score for seed in range(200)]
     assert firsts.count(0.0) > 150

@@ -167,7 +167,7 @@ def test_an_evaluator_killed_mid_evaluation_is_restarted_and_its_work_reissued(t
         actor = EvaluatorActor.options(max_restarts=2, max_task_retries=2).remote(settings, SandboxLimits(), cache.name, gateway.name)
         first_pid = ray.get(actor.pid.remote())
         job = EvalJob(candidate_id="slow", source=source, purpose="search", task_name="t", texts=task.texts[:8],
-                      questions=task.questions[:2], static_ids=[q.id for q in task.questions[:2]])
+                      items=task.items[:2], static_ids=[q.id for q in task.items[:2]])
         pending = actor.evaluate.remote(job)
         threading.Timer(1.0, os.kill, (first_pid, signal.SIGKILL)).start()
         outcome = ray.get(pending, timeout=240)

@@ -93,7 +93,7 @@ def test_every_seed_writes_and_reads_in_a_sandbox_within_the_limits(name, llm, s
     embedder = HashingEmbedder()
     with Sandbox(program, limits=LIMITS, llm=Toolkit(llm), embed=embedder.embed) as sandbox:
         assert sandbox.start().ok
-        question = synthetic_task.questions[0].question
+        question = synthetic_task.items[0].question
         empty = sandbox.read(backend.build_query("", info.schema.query, question))
         assert empty.ok, empty.describe()  # reading an empty memory is no error
         # enough writes that the periodic and merging operations (rule induction, event merges) happen
@@ -102,7 +102,7 @@ def test_every_seed_writes_and_reads_in_a_sandbox_within_the_limits(name, llm, s
             assert outcome.ok, outcome.describe()
             assert outcome.llm_calls <= 1
         contexts = []
-        for q in synthetic_task.questions[:6]:
+        for q in synthetic_task.items[:6]:
             outcome = sandbox.read(backend.build_query("", info.schema.query, q.question))
             assert outcome.ok, outcome.describe()  # the sandbox refuses > 1 LLM call or > 3,000 characters
             assert outcome.llm_calls <= 1

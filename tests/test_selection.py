@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from mstar_ray.results import QuestionResult
+from mstar_ray.results import ItemResult
 from mstar_ray.search.noise import bootstrap_interval, paired_interval
 from mstar_ray.search.population import Member
 from mstar_ray.search.selection import Confirmation, Incumbent, replay, static_scores
@@ -16,8 +16,8 @@ STATIC = [f"q{i}" for i in range(30)]
 
 
 def member(name: str, scores: list[float], origin: str = "mutation:x") -> Member:
-    results = [QuestionResult(id=q, category="c", question="?", expected="a", score=s) for q, s in zip(STATIC, scores)]
-    results.append(QuestionResult(id="rotating-1", category="c", question="?", expected="a", score=1.0))
+    results = [ItemResult(id=q, category="c", question="?", expected="a", score=s) for q, s in zip(STATIC, scores)]
+    results.append(ItemResult(id="rotating-1", category="c", question="?", expected="a", score=1.0))
     return Member(id=name, source="", parent=None if origin == "seed" else "s", origin=origin, commit_message=name,
                   iteration=0, score=sum(scores) / len(scores), results=results)
 

@@ -10,7 +10,7 @@ from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.search.split import SplitPlan, confirmation_slice
 from mstar_ray.search.subsets import training_budget
 from mstar_ray.tasks.locomo import DataNotFoundError, find_locomo_file, load_locomo
-from mstar_ray.tasks.model import Question, RawText, Task
+from mstar_ray.tasks.model import Item, RawText, Task
 from mstar_ray.tasks.synthetic import make_synthetic
 
 
@@ -91,7 +91,7 @@ def test_sessions_as_texts_hold_the_evidence_too():
 
 def test_a_task_that_places_no_evidence_still_splits():
     texts = [RawText(id=f"t{i}", text=f"note number {i} about topic {i % 4}") for i in range(12)]
-    questions = [Question(id=f"q{i}", question=f"what about topic {i % 4}?", answer="x", category="c") for i in range(20)]
-    split = plan(Task(name="plain", texts=texts, questions=questions), static_size=5, confirmation_size=3).split
+    questions = [Item(id=f"q{i}", question=f"what about topic {i % 4}?", answer="x", category="c") for i in range(20)]
+    split = plan(Task(name="plain", texts=texts, items=questions), static_size=5, confirmation_size=3).split
     assert split.static_evidence is None and split.evidence_texts == []
     assert len(split.train_texts) == 10 and len(split.confirmation) == 3

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mstar_ray.run_config import TaskConfig
+from mstar_ray.tasks.registry import TaskConfig
 from mstar_ray.tasks.beam import ABILITIES, load_beam
 from mstar_ray.tasks.registry import load_task
 from tests.conftest import SEEDS
@@ -39,15 +39,15 @@ def edit_json(path: Path, change) -> None:
 
 
 def test_a_conversation_becomes_texts_and_questions_in_the_ten_abilities():
-    task = load_task("beam", data_path=str(FIXTURE))
+    task = load_task("beam", data=str(FIXTURE))
     assert task.name == "beam/100K/1"
     assert [t.id for t in task.texts] == [f"m{i}" for i in range(10)]
     first, fourth = task.texts[0].text, task.texts[4].text
     assert first.startswith("[March-02-2024] user: I'm Priya") and "->->" not in first
     assert task.texts[3].text.startswith("[March-02-2024] assistant: ")  # the anchor carries forward
     assert fourth.startswith("[April-10-2024] user: Update:")  # a batch's own anchor
-    assert {q.category for q in task.questions} == {a.replace("_", "-") for a in ABILITIES}
-    by_id = {q.id: q for q in task.questions}
+    assert {q.category for q in task.items} == {a.replace("_", "-") for a in ABILITIES}
+    by_id = {q.id: q for q in task.items}
     assert by_id["1/information_extraction/0"].answer == "Cherokee Purple"
     assert by_id["1/information_extraction/0"].evidence == ["m0"]
     assert by_id["1/knowledge_update/0"].evidence == ["m2", "m4"]  # from {original_info, updated_info}
@@ -72,7 +72,7 @@ def test_the_data_may_name_the_root_a_chats_folder_a_size_or_a_conversation(tmp_
 def test_conversations_are_numbered_in_id_order_and_limits_spread_over_abilities():
     assert load_beam(FIXTURE, conversation=1).name == "beam/100K/2"
     limited = load_beam(FIXTURE, limit=4)
-    assert len(limited.questions) == 4 and len({q.category for q in limited.questions}) == 4
+    assert len(limited.items) == 4 and len({q.category for q in limited.items}) == 4
 
 
 def test_where_the_data_is_not(tmp_path):
@@ -82,7 +82,7 @@ def test_where_the_data_is_not(tmp_path):
         load_beam(FIXTURE, size="500K")
     with pytest.raises(ValueError, match=r"out of range.*holds 2 conversations \(valid indices 0\.\.1; ids 1, 2\)"):
         load_beam(FIXTURE, conversation=2)
-    with pytest.raises(ValueError, match="needs its data directory"):
+    with pytest.raises(ValueError, match="task beam needs data"):
         load_task("beam")
     with pytest.raises(ValueError, match="task beam needs data"):
         TaskConfig(name="beam")
@@ -126,5 +126,5 @@ def test_eval_runs_a_seed_on_beam_from_the_command_line():
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert "beam/100K/1 (10 texts written, 11 questions)" in done.stdout
+    assert "beam/100K/1 (10 texts written, 11 items;" in done.stdout
     assert "information-extraction" in done.stdout and "temporal-reasoning" in done.stdout

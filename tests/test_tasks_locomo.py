@@ -75,7 +75,7 @@ def test_fake_sessions_are_the_default_texts_and_hold_their_turns(fake_file: Pat
     assert list(evidence) == ["D1:1", "D1:2", "D2:1", "D10:1", "D10:2"]
     assert evidence["D1:2"] == ("S1", "Bob: Look at this. [shares an image: a red kite]")
     assert evidence["D10:1"] == ("S10", "Ann: Late news.")
-    by_question = {q.question: q for q in task.questions}
+    by_question = {q.question: q for q in task.items}
     assert by_question["What did Bob share?"].evidence == ["D1:2", "D10:2"]  # evidence still names turns
     assert [task.evidence_holders()[e] for e in by_question["What did Bob share?"].evidence] == ["S1", "S10"]
 
@@ -92,7 +92,7 @@ def test_fake_turns_are_an_option_ordered_numerically_and_formatted(fake_file: P
 def test_one_conversation_in_both_granularities_says_the_same_turns(fake_file: Path) -> None:
     sessions, turns = load_locomo(fake_file), load_locomo(fake_file, granularity="turn")
     assert {u: e.text for u, e in sessions.evidence().items()} == {u: e.text for u, e in turns.evidence().items()}
-    assert sessions.questions == turns.questions
+    assert sessions.items == turns.items
     assert turns.evidence_holders() == {t.id: t.id for t in turns.texts}
     with pytest.raises(ValueError, match="granularity"):
         load_locomo(fake_file, granularity="word")  # type: ignore[arg-type]
@@ -100,7 +100,7 @@ def test_one_conversation_in_both_granularities_says_the_same_turns(fake_file: P
 
 def test_fake_questions_handle_every_quirk(fake_file: Path) -> None:
     task = load_locomo(fake_file, categories=(1, 2, 3, 4, 5))
-    by_question = {q.question: q for q in task.questions}
+    by_question = {q.question: q for q in task.items}
     assert "No answer at all?" not in by_question  # neither answer nor adversarial_answer: skipped
     assert by_question["How many lamps?"].answer == "3"
     assert by_question["How many lamps?"].category == "multi-hop"
@@ -118,10 +118,10 @@ def test_fake_questions_handle_every_quirk(fake_file: Path) -> None:
 
 def test_fake_default_categories_exclude_adversarial(fake_file: Path) -> None:
     task = load_locomo(fake_file)
-    assert {q.category for q in task.questions} == FOUR_CATEGORIES
-    assert all(q.category != "adversarial" for q in task.questions)
+    assert {q.category for q in task.items} == FOUR_CATEGORIES
+    assert all(q.category != "adversarial" for q in task.items)
     only_temporal = load_locomo(fake_file, categories=(2,))
-    assert [q.category for q in only_temporal.questions] == ["temporal"]
+    assert [q.category for q in only_temporal.items] == ["temporal"]
 
 
 def test_fake_second_conversation_and_range_errors(fake_file: Path) -> None:
@@ -140,7 +140,7 @@ def test_bad_categories_rejected(fake_file: Path) -> None:
 
 def test_limit_spreads_across_categories(fake_file: Path) -> None:
     task = load_locomo(fake_file, limit=4, granularity="turn")
-    assert {q.category for q in task.questions} == FOUR_CATEGORIES
+    assert {q.category for q in task.items} == FOUR_CATEGORIES
     assert len(task.texts) == 5  # the memory is never cut, only the questions
 
 
@@ -273,13 +273,13 @@ def real_raw(real_file: Path) -> list[dict[str, Any]]:
 def test_real_conversation_zero(real_file: Path, real_raw: list[dict[str, Any]]) -> None:
     task = load_locomo(real_file, granularity="turn")
     assert task.name == "locomo/conv-26/turns"
-    assert task.metric == "token_f1"
+    assert task.family == "qa"
     assert 300 < len(task.texts) < 1000
-    counts = {c: sum(q.category == c for q in task.questions) for c in FOUR_CATEGORIES}
+    counts = {c: sum(q.category == c for q in task.items) for c in FOUR_CATEGORIES}
     assert set(counts) == FOUR_CATEGORIES and all(n > 0 for n in counts.values())
     assert counts["single-hop"] > counts["open-domain"]  # single-hop is the biggest category, open-domain the smallest
     raw_qa = real_raw[0]["qa"]
-    assert len(task.questions) == sum(item["category"] in (1, 2, 3, 4) for item in raw_qa)
+    assert len(task.items) == sum(item["category"] in (1, 2, 3, 4) for item in raw_qa)
     header = re.compile(r"^\[\d{1,2}:\d{2} [ap]m on \d{1,2} [A-Z][a-z]+, \d{4}\] [^:]+: ")
     assert all(header.match(t.text) for t in task.texts)
 
@@ -300,7 +300,7 @@ def test_real_sessions_are_the_papers_raw_texts(real_file: Path, real_raw: list[
         assert all(u.id.startswith(f"D{number}:") for u in text.units)
     for turn in turns.texts:  # a turn's own text is the same in both cuts, up to its line breaks
         assert " ".join(turn.text.split("] ", 1)[1].splitlines()) == evidence[turn.id].text
-    for q in task.questions:
+    for q in task.items:
         assert all(e in evidence for e in q.evidence)
 
 
@@ -322,14 +322,14 @@ def test_real_turns_follow_numeric_session_order(real_file: Path, real_raw: list
 
 
 def test_real_no_adversarial_by_default_and_selectable(real_file: Path) -> None:
-    assert all(q.category != "adversarial" for q in load_locomo(real_file).questions)
-    adversarial = load_locomo(real_file, categories=(5,)).questions
+    assert all(q.category != "adversarial" for q in load_locomo(real_file).items)
+    adversarial = load_locomo(real_file, categories=(5,)).items
     assert adversarial and all(q.category == "adversarial" and q.answer for q in adversarial)
 
 
 def test_real_integer_answers_become_strings(real_file: Path, real_raw: list[dict[str, Any]]) -> None:
     task = load_locomo(real_file)
-    by_id = {q.id: q for q in task.questions}
+    by_id = {q.id: q for q in task.items}
     converted = [
         (f"conv-26/q{i}", item["answer"])
         for i, item in enumerate(real_raw[0]["qa"])
@@ -345,8 +345,8 @@ def test_real_evidence_is_clean_everywhere(real_file: Path, real_raw: list[dict[
     for index in range(len(real_raw)):
         task = load_locomo(real_file, conversation=index, categories=(1, 2, 3, 4, 5))
         known = set(task.evidence())
-        by_id = {q.id: q for q in task.questions}
-        for q in task.questions:
+        by_id = {q.id: q for q in task.items}
+        for q in task.items:
             assert all(DIA_ID.fullmatch(e) and e in known for e in q.evidence), q
         for i, item in enumerate(real_raw[index]["qa"]):
             for entry in item["evidence"]:
@@ -370,9 +370,9 @@ def test_real_conversation_range(real_file: Path, real_raw: list[dict[str, Any]]
 
 
 def test_registry_loads_locomo(real_file: Path) -> None:
-    task = load_task("locomo", data_path=str(real_file), limit=8)
+    task = load_task("locomo", data=str(real_file), limit=8)
     assert task.name == "locomo/conv-26"
-    assert len(task.questions) == 8
-    assert {q.category for q in task.questions} == FOUR_CATEGORIES
-    with_adversarial = load_task("locomo", data_path=str(real_file), categories=(5,), limit=3)
-    assert {q.category for q in with_adversarial.questions} == {"adversarial"}
+    assert len(task.items) == 8
+    assert {q.category for q in task.items} == FOUR_CATEGORIES
+    with_adversarial = load_task("locomo", data=str(real_file), categories=(5,), limit=3)
+    assert {q.category for q in with_adversarial.items} == {"adversarial"}

@@ -31,17 +31,17 @@ class EvaluatorActor:
         self.limits = limits
         self.backend = self.roles.backend()
         self.embedder = self.roles.embedder()
-        self.judge = self.roles.judge()
+        self.judge = self.roles.client("judge")
         # the run's ProgressBoard, by name as the services are; None: no progress reported
         self.board = ray.get_actor(board_name) if board_name is not None else None
 
     def evaluate(self, job: EvalJob) -> EvalOutcome:
-        task = Task(name=job.task_name, texts=job.texts, questions=job.questions)
+        task = Task(name=job.task_name, family=job.family, texts=job.texts, items=job.items)
         self.roles.drain_calls()  # a retried job starts its own record
         reporter = ProgressReporter(self.board, job.key) if self.board is not None else None
         try:
             report = evaluate(job.source, task, self.backend, self.embedder, limits=self.limits,
-                              judge=self.judge if job.judge else None, progress=reporter,
+                              judge=self.judge, verdicts=job.judge, progress=reporter,
                               feedback_ids=job.feedback_ids)
         finally:
             if reporter is not None:

@@ -1,5 +1,5 @@
 """What a process builds from the ``llm`` settings (the run's wiring): a client per role sharing the run's
-cache and gateway, the task-agent backend, the judge and the embedder; and the endpoint check before a run.
+cache and gateway, the task-agent backend and the embedder; and the endpoint check before a run.
 
 It sits above ``llm``, ``embedding``, ``agent`` and ``tasks`` (it picks among them), beside the actors that use
 it; the CLI's ``eval`` and the driver use it too. Nothing here imports Ray."""
@@ -17,7 +17,6 @@ from mstar_ray.llm.cache import CacheStore, MemoryCache
 from mstar_ray.llm.governor import Gateway, Governor
 from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings
 from mstar_ray.llm.usage import CallLog
-from mstar_ray.tasks.judge import Judge
 
 if TYPE_CHECKING:
     from mstar_ray.llm.client import LLMClient
@@ -112,10 +111,6 @@ class RoleClients:
         from mstar_ray.agent.llm_backend import LLMBackend
 
         return LLMBackend(task, self.client("toolkit"))
-
-    def judge(self) -> Judge | None:
-        client = self.client("judge")
-        return Judge(client) if client is not None else None
 
     def embedder(self) -> CachedEmbedder:
         return CachedEmbedder(make_embedder(self.settings.embedding), self.cache)

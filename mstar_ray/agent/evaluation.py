@@ -1,38 +1,45 @@
 """The fixed task-agent protocol (SPEC section 3): evaluate one memory program on one task.
 
-Write phase: each raw text -> the backend extracts a ``KnowledgeItem`` -> ``kb.write`` in the sandbox
-(serially: the knowledge base is stateful). Read phase: each question -> ``Query`` -> ``kb.read`` ->
-the backend answers from the context -> token F1 against the gold answer. For a program that defines
-``feedback(query, score)``, the questions named as its feedback slice (training questions: never the ones
-whose scores are its fitness or its test result) are answered first, each followed by that call. A contract
-violation at run time (timeout, LLM budget, oversized read, forbidden operation, crash...) scores the program
-0, as the paper does, and is reported with its reason so a reflector can fix it.
+Write phase, the same for every task family: each raw text -> the backend extracts a ``KnowledgeItem`` ->
+``kb.write`` in the sandbox (serially: the knowledge base is stateful). Then each item goes to its task's
+family (``mstar_ray.families``), which runs it with the memory (``recall``: the backend fills a ``Query`` from
+a text, ``kb.read`` answers it) and scores it: a question answered from the context and scored by token F1,
+an episode played from what memory recalled at its start, a conversation answered and graded by a rubric.
+For a program that defines ``feedback(query, score)``, the items named as its feedback slice (training items:
+never the ones whose scores are its fitness or its test result) are run first, each followed by that call.
+A contract violation at run time (timeout, LLM budget, oversized read, forbidden operation, crash...) scores
+the program 0, as the paper does, and is reported with its reason so a reflector can fix it.
 """
 
 from __future__ import annotations
 
+import collections
 import time
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mstar_ray.agent.backend import AgentBackend
 from mstar_ray.contract import inspect_program
 from mstar_ray.embedding.cached import CachedEmbedder
 from mstar_ray.embedding.embedder import Embedder
+from mstar_ray.families import family as family_of
+from mstar_ray.families.base import ItemRun, MemoryViolation, Recall
 from mstar_ray.llm.usage import usage_since
+from mstar_ray.program_schema import FieldSpec
 from mstar_ray.results import (
     EvalProgress,
     EvalReport,
+    ItemResult,
     ProgressHook,
-    QuestionResult,
     RuntimeViolation,
     SandboxInfo,
     summarise,
 )
 from mstar_ray.sandbox_host import Outcome, Sandbox, SandboxLimits
-from mstar_ray.tasks.judge import Judge
-from mstar_ray.tasks.model import Question, Task
-from mstar_ray.tasks.scoring import token_f1
+from mstar_ray.tasks.model import Item, Task
+
+if TYPE_CHECKING:
+    from mstar_ray.llm.client import LLMClient
 
 MAX_RECORDED_WRITE_ERRORS = 5
 WRITE_EXAMPLE_CHARS = 600
@@ -48,6 +55,25 @@ class _CountingEmbedder:
         return self.embedder.embed(texts)
 
 
+class _SandboxMemory:
+    """``recall`` for the families: the backend builds the program's Query from a text, the sandbox reads."""
+
+    def __init__(self, sandbox: Sandbox, backend: AgentBackend, instruction: str, fields: list[FieldSpec],
+                 calls: collections.Counter[str]):
+        self.sandbox, self.backend, self.instruction, self.fields, self.calls = sandbox, backend, instruction, fields, calls
+
+    def recall(self, text: str) -> Recall:
+        query = self.backend.build_query(self.instruction, self.fields, text)
+        self.calls["query"] += 1
+        outcome = self.sandbox.read(query)
+        self.calls["toolkit_llm"] += outcome.llm_calls
+        if outcome.violation:
+            raise MemoryViolation(outcome, query)
+        if not outcome.ok:
+            return Recall(query, "", outcome.seconds, outcome.describe())
+        return Recall(query, outcome.value, outcome.seconds)
+
+
 def evaluate(
     source: str,
     task: Task,
@@ -55,41 +81,44 @@ def evaluate(
     embedder: Embedder,
     *,
     limits: SandboxLimits | None = None,
-    questions: list[Question] | None = None,
-    judge: Judge | None = None,
+    items: list[Item] | None = None,
+    judge: LLMClient | None = None,
+    verdicts: bool = True,
     progress: ProgressHook | None = None,
     feedback_ids: Collection[str] = (),
 ) -> EvalReport:
-    """Run the protocol for ``source`` on ``task`` (or on a subset of its ``questions``).
+    """Run the protocol for ``source`` on ``task`` (or on a subset of its ``items``).
 
+    ``judge``: the run's judge model; a family whose metric needs one (a rubric) always uses it, the others add
+    its verdict only when ``verdicts`` is set (question answering's second metric).
     ``progress``, if given, is called with the same :class:`EvalProgress` after the program loads, after
-    every write and every question, and once at the end (``finished``); it must be quick and must not
+    every write and every item, and once at the end (``finished``); it must be quick and must not
     keep the object past the call without copying it.
-    ``feedback_ids``: questions answered first and followed by ``kb.feedback(query, score)``, if the program
+    ``feedback_ids``: items run first and followed by ``kb.feedback(query, score)``, if the program
     defines it (otherwise ignored: nothing changes for programs without feedback). They are reported like the
     others but never judged.
     Raises ``ContractError`` when the program fails the static checks: it is never started then.
     """
     info = inspect_program(source)
     constants = info.constants
-    questions = list(task.questions if questions is None else questions)
-    results = [
-        QuestionResult(id=q.id, category=q.category, question=q.question, expected=q.answer) for q in questions
-    ]
+    family = family_of(task.family)
+    items = list(task.items if items is None else items)
+    results = [ItemResult.of(item) for item in items]
     started = time.monotonic()
     llm_before = backend.usage()
-    judge_before = judge.client.usage() if judge else {}
+    judge_before = judge.usage() if judge else {}
     embedding_before = embedder.usage() if isinstance(embedder, CachedEmbedder) else None
     embed = _CountingEmbedder(embedder)
-    calls = {"extract": 0, "query": 0, "answer": 0, "toolkit_llm": 0, "feedback": 0}
+    calls: collections.Counter[str] = collections.Counter(
+        {step: 0 for step in ("extract", "query", *family.steps, "toolkit_llm", "feedback")})
     feedback = set(feedback_ids) if info.has_feedback else set()
     # The feedback slice first (a stable sort: each part keeps its order), so what it teaches serves the rest.
-    order = sorted(range(len(questions)), key=lambda i: questions[i].id not in feedback)
+    order = sorted(range(len(items)), key=lambda i: items[i].id not in feedback)
     violation: RuntimeViolation | None = None
     write_errors: list[str] = []
     write_example: dict[str, Any] | None = None
     written = 0
-    state = EvalProgress(texts_total=len(task.texts), questions_total=len(questions))
+    state = EvalProgress(texts_total=len(task.texts), items_total=len(items))
     report_progress = progress or (lambda _: None)
 
     def fatal(phase: str, outcome: Outcome) -> RuntimeViolation:
@@ -118,38 +147,29 @@ def evaluate(
             state.texts_done += 1
             state.write_s = time.monotonic() - phase_start
             report_progress(state)
+        memory = _SandboxMemory(sandbox, backend, constants["INSTRUCTION_QUERY"], info.schema.query, calls)
         phase_start = time.monotonic()
-        for result, question in ((results[i], questions[i]) for i in order) if violation is None else []:
-            query = backend.build_query(constants["INSTRUCTION_QUERY"], info.schema.query, question.question)
-            calls["query"] += 1
-            outcome = sandbox.read(query)
-            calls["toolkit_llm"] += outcome.llm_calls
-            result.query, result.seconds = query, outcome.seconds
-            if outcome.violation:
-                violation = fatal("read", outcome)
+        for index in order if violation is None else []:
+            item = items[index]
+            run = ItemRun(agent=backend, memory=memory, response_instruction=constants["INSTRUCTION_RESPONSE"],
+                          always_on=constants["ALWAYS_ON_KNOWLEDGE"], judge=judge,
+                          verdicts=verdicts and item.id not in feedback, calls=calls)
+            try:
+                result = results[index] = family.run(item, run)
+            except MemoryViolation as exc:
+                results[index].query, results[index].seconds = exc.query, exc.outcome.seconds
+                violation = fatal("read", exc.outcome)
                 break
-            if not outcome.ok:
-                result.error = outcome.describe()
-            else:
-                result.context = outcome.value
-                calls["answer"] += 1
-                result.prediction = backend.answer(
-                    constants["INSTRUCTION_RESPONSE"], constants["ALWAYS_ON_KNOWLEDGE"], result.context,
-                    question.question,
-                )
-                result.score = token_f1(result.prediction, question.answer)
-                if question.id in feedback:
-                    outcome = sandbox.feedback(query, result.score)
-                    calls["feedback"] += 1
-                    calls["toolkit_llm"] += outcome.llm_calls
-                    if outcome.violation:
-                        violation = fatal("feedback", outcome)
-                        break
-                    if not outcome.ok:
-                        result.error = f"feedback: {outcome.describe()}"
-                elif judge is not None:
-                    result.judge = judge(question.question, question.answer, result.prediction)
-            state.questions_done += 1
+            if item.id in feedback and result.error is None:
+                outcome = sandbox.feedback(result.query, result.score)
+                calls["feedback"] += 1
+                calls["toolkit_llm"] += outcome.llm_calls
+                if outcome.violation:
+                    violation = fatal("feedback", outcome)
+                    break
+                if not outcome.ok:
+                    result.error = f"feedback: {outcome.describe()}"
+            state.items_done += 1
             state.read_s = time.monotonic() - phase_start
             report_progress(state)
         sandbox_info = SandboxInfo(
@@ -162,14 +182,16 @@ def evaluate(
         # The contract: a runtime violation scores the whole program zero.
         for result in results:
             result.score = 0.0
-            result.judge = 0.0 if judge is not None else None
+            result.judge = 0.0 if judge is not None and verdicts else None
     score, categories = summarise(results)
-    verdicts = [r.judge for r in results if r.judge is not None]
+    judged = [r.judge for r in results if r.judge is not None]
     llm_usage = usage_since(backend.usage(), llm_before)
     if judge is not None:
-        llm_usage.update(usage_since(judge.client.usage(), judge_before))
+        llm_usage.update(usage_since(judge.usage(), judge_before))
     return EvalReport(
         task=task.name,
+        family=family.name,
+        metric=family.metric,
         backend=backend.name,
         embedder=embedder.name,
         texts_written=written,
@@ -180,8 +202,8 @@ def evaluate(
         write_example=write_example,
         write_errors=len(write_errors),
         write_error_examples=write_errors[:MAX_RECORDED_WRITE_ERRORS],
-        judge_score=sum(verdicts) / len(verdicts) if verdicts else None,
-        judged=len(verdicts),
+        judge_score=sum(judged) / len(judged) if judged else None,
+        judged=len(judged),
         calls={**calls, "embedded_texts": embed.texts},
         llm=llm_usage,
         embedding=embedder.usage().minus(embedding_before) if embedding_before is not None else None,

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.run_dir import RunDir
+from mstar_ray.families import family
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
 from mstar_ray.reflect.reflector import Child, Discard
 from mstar_ray.reflect.request import ReflectionRequest, sample_cases
@@ -61,7 +62,8 @@ class SearchPolicy:
         self.state = SearchState()
         self.incumbent = Incumbent(plan.split.static, seed=config.search.seed)
         self.structure = StructureIndex(config.search.structure_level)  # no structure is evaluated twice
-        self.questions = {q.id: q for q in task.questions}
+        self.items = {q.id: q for q in task.items}
+        self.task_brief = family(task.family).brief  # what the reflector is told about how items are scored
         self.texts = {t.id: t for t in task.texts}
         self.waiting: collections.deque[Candidate] = collections.deque()  # queued, not yet handed out
         self.fix_requests: collections.deque[ReflectionRequest] = collections.deque()
@@ -172,7 +174,8 @@ class SearchPolicy:
         # The rotating questions are the feedback slice of a program that learns from feedback (MemRL): they are
         # training questions, answered before the static ones whose mean is the fitness.
         job = EvalJob(candidate_id=candidate.id, source=candidate.source, purpose="search", task_name=self.task.name,
-                      texts=[self.texts[t] for t in written], questions=[self.questions[q] for q in questions],
+                      family=self.task.family,
+                      texts=[self.texts[t] for t in written], items=[self.items[q] for q in questions],
                       static_ids=static, judge=self.config.search.judge_on == "all",
                       feedback_ids=[q for q in questions if q not in static])
         extra = len(written) - len(self.plan.split.train_texts)
@@ -221,7 +224,7 @@ class SearchPolicy:
         failures, success = sample_cases(parent.results, rng)
         donors = [m.source for m in sorted(population.members, key=lambda m: -m.score) if m.id != parent.id]
         return ReflectionRequest(
-            parent_id=parent.id, parent_source=parent.source, parent_score=parent.score,
+            task_brief=self.task_brief, parent_id=parent.id, parent_source=parent.source, parent_score=parent.score,
             lineage=self.state.lineage(parent), failures=failures, success=success, write_example=parent.write_example,
             donors=donors[:MAX_DONORS], known_ids=sorted(self.state.seen), frozen_code=cfg.frozen_code,
             frozen_instructions=cfg.frozen_instructions, seed=rng.randrange(2**31), iteration=iteration,
@@ -329,7 +332,7 @@ class SearchPolicy:
         parent = self.state.population.get(candidate.parent)
         v = report.violation
         self.fix_requests.append(ReflectionRequest(
-            kind="runtime_fix", parent_id=candidate.id, parent_source=candidate.source, parent_score=0.0,
+            kind="runtime_fix", task_brief=self.task_brief, parent_id=candidate.id, parent_source=candidate.source, parent_score=0.0,
             violation=f"during {v.phase}: [{v.kind}] {v.message}\n{v.traceback}".strip(),
             known_ids=sorted(self.state.seen), frozen_code=cfg.frozen_code, frozen_instructions=cfg.frozen_instructions,
             seed=candidate.fix_round, lineage=self.state.lineage(parent), iteration=candidate.iteration,

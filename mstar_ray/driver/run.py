@@ -12,7 +12,7 @@ from mstar_ray.exit_codes import EXIT_ENDPOINT, EXIT_OK
 from mstar_ray.run_config import load_run_config, resolve_seeds
 from mstar_ray.runlog import layout
 from mstar_ray.state.candidate import Seed
-from mstar_ray.tasks.registry import load_task
+from mstar_ray.tasks.registry import task_from_config
 
 
 def run_search(config_path: str | None, *, run_dir: str, address: str | None, resume: bool = False) -> int:
@@ -39,9 +39,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         config = load_run_config(config_path)
         seeds = [Seed(name=path.stem, source=path.read_text(encoding="utf-8"))
                  for path in resolve_seeds(config, config_path)]
-    t = config.task
-    task = load_task(t.name, conversation=t.conversation, limit=t.limit, data_path=t.data, seed=t.seed,
-                     granularity=t.granularity, size=t.size)
+    task = task_from_config(config.task)
     progress = Progress()
     # Before anything is started or spent. The timeouts it measures are for this process's run only:
     # config.yaml keeps the config as written, so a resume measures again (the machine may have changed).
@@ -76,7 +74,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         "best_seed": described(result.best_seed),
         "selection": result.selection.model_dump(),
         "static_evidence_in_memory": split.static_evidence,
-        "texts": {"granularity": t.granularity, "total": len(task.texts), "written_in_search": len(split.train_texts)},
+        "texts": {"granularity": config.task.granularity, "total": len(task.texts), "written_in_search": len(split.train_texts)},
         "candidates_evaluated": result.evaluated, "discarded": result.discarded, "violations": result.violations,
         "wall_seconds": round(result.wall_s, 1), "stop_reason": result.stop_reason,
         "duplicates": driver.state.duplicates,

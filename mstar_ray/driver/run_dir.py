@@ -121,7 +121,7 @@ class RunDir:
             ResultRow(candidate=candidate.id, question_id=r.id, split=splits.get(r.id, "static"), category=r.category,
                       question=r.question, expected=r.expected, prediction=r.prediction, score=r.score, judge=r.judge,
                       query=json.dumps(r.query if r.query is not None else {}), context=r.context, latency_s=r.seconds,
-                      error=r.error)
+                      error=r.error, trace=r.trace)
             for r in report.results])
         self.write_calls(outcome.calls, candidate=candidate.id)
         if outcome.purpose != "search":

@@ -182,14 +182,15 @@ class SearchDriver:
         ``live.json`` showing how far each has got. A program that learns from feedback gets it on the static
         questions first, as in the search it got it on rotating questions before the static ones; those answers
         are neither scored nor logged here."""
-        texts_by_id, questions_by_id = self.policy.texts, self.policy.questions
+        texts_by_id, items_by_id = self.policy.texts, self.policy.items
         jobs = {}
         for m in members:
             feedback = list(self.plan.split.static) if inspect_program(m.source).has_feedback else []
             wanted = {*texts, *self.plan.evidence_texts(feedback)}  # the feedback questions' evidence too
             jobs[m.id] = EvalJob(candidate_id=m.id, source=m.source, purpose=purpose, task_name=self.task.name,
+                                 family=self.task.family,
                                  texts=[text for text_id, text in texts_by_id.items() if text_id in wanted],
-                                 questions=[questions_by_id[q] for q in question_ids + feedback],
+                                 items=[items_by_id[q] for q in question_ids + feedback],
                                  static_ids=question_ids, judge=purpose == "test", feedback_ids=feedback)
         waiting = [Work("evaluate", jobs[m.id]) for m in members]
         outcomes: dict[str, EvalOutcome] = {}

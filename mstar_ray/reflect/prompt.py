@@ -28,7 +28,7 @@ toolkit.db is a SQLite connection, toolkit.chroma a ChromaDB client (collections
 themselves), toolkit.llm_completion(messages) -> str (the contents go as one prompt of at most 32000
 characters) may be called at most once per write or read, toolkit.logger.debug(msg) logs. Each write/read
 must finish within 60 s; read() returns at most 3000 characters.
-The agent answers each question from read()'s output alone; answers are scored by token F1."""
+{task_brief}"""
 
 def _case(case: Case, label: str) -> str:
     lines = [f"{label}: score {case.score:.2f}", f"  question: {case.question}", f"  expected: {case.expected}",
@@ -38,6 +38,8 @@ def _case(case: Case, label: str) -> str:
     if case.error:
         lines.append(f"  read() failed: {case.error}")
     lines.append("  read() returned:\n" + ("\n".join("    " + l for l in case.context.splitlines()) or "    (empty)"))
+    if case.trace:
+        lines.append("  what happened:\n" + "\n".join("    " + l for l in case.trace.splitlines()))
     return "\n".join(lines)
 
 
@@ -79,7 +81,7 @@ def reflection_messages(request: ReflectionRequest, edit_format: EditFormat = "v
     """The reflection prompt. With ``max_prompt_tokens`` (a small model's context less its reply), the
     optional parts go, least useful first, until the prompt fits: the write example, the success case,
     failure cases beyond the first, the history, the last failure case."""
-    system = SYSTEM.format(imports=", ".join(sorted(ALLOWED_IMPORTS)))
+    system = SYSTEM.format(imports=", ".join(sorted(ALLOWED_IMPORTS)), task_brief=request.task_brief)
     head = f"The current program (static score {request.parent_score:.3f}):\n```python\n{request.parent_source}\n```"
     tail = instructions(edit_format, request.parent_source) + _constraints(request)
     if request.kind == "runtime_fix":

@@ -8,10 +8,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from mstar_ray.results import QuestionResult
+from mstar_ray.families.qa import QuestionAnswering
+from mstar_ray.results import ItemResult
 
 MAX_FAILURES = 3
 CASE_CONTEXT_CHARS = 1200
+CASE_TRACE_CHARS = 2000
 # How the notes of children tried from a parent say that an attempt changed nothing, or repeated a program
 # (the reflector's check errors and the driver's duplicate notes use these words; the prompt counts them).
 NO_CHANGE = "the change leaves the program as it was"
@@ -26,6 +28,7 @@ class Case(BaseModel):
     query: dict[str, Any] | None = None
     context: str = ""
     error: str | None = None
+    trace: str = ""  # what happened beyond the answer (an episode's steps, a rubric's verdicts)
 
 
 class LineageEntry(BaseModel):
@@ -40,6 +43,8 @@ class LineageEntry(BaseModel):
 
 class ReflectionRequest(BaseModel):
     kind: Literal["improve", "runtime_fix"] = "improve"
+    # How the task's family uses read() and scores the agent; question answering, as Task.family defaults to.
+    task_brief: str = QuestionAnswering.brief
     parent_id: str
     parent_source: str
     parent_score: float
@@ -56,18 +61,19 @@ class ReflectionRequest(BaseModel):
     iteration: int = 0  # the search iteration this reflection belongs to (its child carries it)
 
 
-def as_case(result: QuestionResult) -> Case:
+def as_case(result: ItemResult) -> Case:
     return Case(
         question=result.question, expected=result.expected, prediction=result.prediction, score=result.score,
         query=result.query, context=result.context[:CASE_CONTEXT_CHARS], error=result.error,
+        trace=result.trace[:CASE_TRACE_CHARS],
     )
 
 
-def sample_cases(results: list[QuestionResult], rng: random.Random) -> tuple[list[Case], Case | None]:
+def sample_cases(results: list[ItemResult], rng: random.Random) -> tuple[list[Case], Case | None]:
     """Up to three failures (score < 1) drawn without replacement with weight 1 - score, and the best
     success (the highest-scoring answer above 0), so the reflector sees what works as well."""
     failures = [r for r in results if r.score < 1.0]
-    chosen: list[QuestionResult] = []
+    chosen: list[ItemResult] = []
     while failures and len(chosen) < MAX_FAILURES:
         pick = rng.choices(range(len(failures)), weights=[1.0 - r.score for r in failures], k=1)[0]
         chosen.append(failures.pop(pick))

@@ -32,7 +32,9 @@ from mstar_ray.llm.usage import CallLog
 # 5: events gained typed fields: work and purpose (what started or finished), and the search transition the row
 #    records with its data (mstar_ray.state.transitions), which a resume replays instead of parsing detail;
 #    the kind "duplicate"; detail is for people only
-SCHEMA_VERSION = 5
+# 6: results rows are items of any task family (mstar_ray.families) and gained trace: what happened beyond the
+#    answer (an episode's steps, a rubric's verdicts), which the reflector reads
+SCHEMA_VERSION = 6
 VERSION_KEY = b"mstar_ray.schema_version"
 TABLE_KEY = b"mstar_ray.table"
 
@@ -115,6 +117,7 @@ class ResultRow(Row):
     context: str = ""
     latency_s: float = 0.0
     error: str | None = None
+    trace: str = ""  # what happened beyond the answer: an episode's steps, a rubric's verdicts
 
     @field_validator("query")
     @classmethod
@@ -231,6 +234,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         _req("context", pa.string()),
         _req("latency_s", pa.float64()),
         _opt("error", pa.string()),
+        _req("trace", pa.string()),
     ),
     "llm_calls": _schema(
         "llm_calls",

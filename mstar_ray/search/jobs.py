@@ -1,5 +1,5 @@
 """The messages between the driver and its actors: small, self-contained, and free of any Ray type, so
-workers need no data files (texts and questions travel with the job) and hold no state of their own."""
+workers need no data files (texts and items travel with the job) and hold no state of their own."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pydantic import BaseModel, model_validator
 
 from mstar_ray.llm.usage import CallLog
 from mstar_ray.results import EvalReport
-from mstar_ray.tasks.model import Question, RawText
+from mstar_ray.tasks.model import Item, RawText
 
 
 Purpose = Literal["search", "confirm", "test"]
@@ -20,9 +20,10 @@ class EvalJob(BaseModel):
     source: str
     purpose: Purpose
     task_name: str
+    family: str = "qa"  # how the items are run and scored (mstar_ray.families)
     texts: list[RawText]
-    questions: list[Question]
-    static_ids: list[str]  # the questions whose mean score is the fitness
+    items: list[Item]
+    static_ids: list[str]  # the items whose mean score is the fitness
     judge: bool = False
     # Answered first and followed by kb.feedback(query, score), for programs that define it; never static ids.
     feedback_ids: list[str] = []
@@ -31,7 +32,7 @@ class EvalJob(BaseModel):
     def _feedback_never_scored(self) -> EvalJob:
         scored = set(self.feedback_ids) & set(self.static_ids)
         if scored:
-            raise ValueError(f"feedback on questions whose scores are reported: {sorted(scored)[:5]}")
+            raise ValueError(f"feedback on items whose scores are reported: {sorted(scored)[:5]}")
         return self
 
     @property
@@ -51,7 +52,7 @@ class EvalOutcome(BaseModel):
 
 
 def static_score(report: EvalReport, static_ids: list[str]) -> float:
-    """Mean score over the static questions; a runtime violation has already zeroed every score."""
+    """Mean score over the static items; a runtime violation has already zeroed every score."""
     wanted = set(static_ids)
     scores = [r.score for r in report.results if r.id in wanted]
     return sum(scores) / len(scores) if scores else 0.0

@@ -11,7 +11,7 @@ import math
 import random
 from typing import Literal
 
-from mstar_ray.results import QuestionResult
+from mstar_ray.results import ItemResult
 from mstar_ray.program_id import ProgramIdentity
 
 ParentMode = Literal["softmax", "greedy", "chain"]
@@ -21,7 +21,7 @@ class Member(ProgramIdentity):
     """A program in the population: its identity, fitness, and what reflection on it reads."""
 
     score: float  # mean over the static set: the fitness J
-    results: list[QuestionResult] = []  # static and rotating, for failure and success cases
+    results: list[ItemResult] = []  # static and rotating, for failure and success cases
     write_example: dict | None = None
 
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from mstar_ray.embedding.embedder import Embedder
 from mstar_ray.search.subsets import choose_validation_split, facility_location, rotating_set
-from mstar_ray.tasks.model import Question, RawText, Task
+from mstar_ray.tasks.model import Item, RawText, Task
 
 
 class Split(BaseModel):
@@ -33,7 +33,7 @@ class Split(BaseModel):
     test_texts: list[str] = []  # text ids written for the held-out test, in the task's order; empty: every text
 
 
-def held_out(questions: list[Question], fraction: float, seed: int) -> list[str]:
+def held_out(questions: list[Item], fraction: float, seed: int) -> list[str]:
     """Per category, a seeded ``fraction`` of the questions (at least one where a category has two or more)."""
     by_category: dict[str, list[str]] = {}
     for question in questions:
@@ -57,7 +57,7 @@ def confirmation_slice(candidates: list[str], size: int, rotating_size: int, see
     return sorted(random.Random(f"confirmation:{seed}").sample(sorted(candidates), count))
 
 
-def covering_texts(task: Task, questions: list[Question], embedder: Embedder, count: int) -> list[RawText]:
+def covering_texts(task: Task, questions: list[Item], embedder: Embedder, count: int) -> list[RawText]:
     """The texts to write so that ``questions`` can be answered from about ``count`` of them, in the task's
     order: every text holding their evidence (where the task says), then the texts that best cover the
     questions (facility location, as the search fills its training texts) up to ``count``; all the task's
@@ -84,11 +84,12 @@ class SplitPlan:
         self.task = task
         self.seed = seed
         self.rotating_size = rotating_size
-        test = set(held_out(task.questions, test_fraction, seed))
-        self._validation = [q for q in task.questions if q.id not in test]
+        # A task that holds out its own test items (unseen games) keeps them; else a share of every category.
+        test = set(task.test_ids) if task.test_ids else set(held_out(task.items, test_fraction, seed))
+        self._validation = [q for q in task.items if q.id not in test]
         if not self._validation:
             raise ValueError(f"task {task.name}: no validation questions left after holding out the test set")
-        self._questions = {q.id: q for q in task.questions}
+        self._questions = {q.id: q for q in task.items}
         self._holders = task.evidence_holders()
         self._order = {t.id: i for i, t in enumerate(task.texts)}
         self._vectors = np.asarray(embedder.embed([q.question for q in self._validation]), dtype=np.float64)
@@ -103,7 +104,7 @@ class SplitPlan:
         self._excluded = set(static_idx) | {i for i, q in enumerate(self._validation) if q.id in set(confirmation)}
         self._rotating: dict[int, list[str]] = {}
         train = self._in_order(task.texts[i].id for i in train_idx)
-        tested = [q for q in task.questions if q.id in test]
+        tested = [q for q in task.items if q.id in test]
         self.split = Split(
             test=sorted(test),
             validation=[q.id for q in self._validation],

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from mstar_ray.llm.ledger import RoleUsage
-from mstar_ray.results import QuestionResult
+from mstar_ray.results import ItemResult
 from mstar_ray.runlog.reader import read_rows
 from mstar_ray.runlog.schemas import CandidateRow
 from mstar_ray.runlog.sources import load_source
@@ -64,7 +64,7 @@ def _whole(name: str, data: dict, run_dir: Path) -> Transition:
     return _WHOLE[name].model_validate(data)
 
 
-def _from_row(row: CandidateRow, results: dict[str, list[QuestionResult]], run_dir: Path) -> Transition:
+def _from_row(row: CandidateRow, results: dict[str, list[ItemResult]], run_dir: Path) -> Transition:
     fields = {name: getattr(row, name) for name in Candidate.model_fields if name != "source"}
     candidate = Candidate(**fields, source=load_source(run_dir, row.id) if row.status == "evaluated" else "")
     if row.status == "failed":
@@ -75,14 +75,14 @@ def _from_row(row: CandidateRow, results: dict[str, list[QuestionResult]], run_d
                      write_example=json.loads(row.write_example) if row.write_example else None)
 
 
-def _search_results(run_dir: Path) -> dict[str, list[QuestionResult]]:
-    results: dict[str, list[QuestionResult]] = {}
+def _search_results(run_dir: Path) -> dict[str, list[ItemResult]]:
+    results: dict[str, list[ItemResult]] = {}
     for row in read_rows(run_dir, "results"):
         if row.split in ("static", "rotating"):
-            results.setdefault(row.candidate, []).append(QuestionResult(
+            results.setdefault(row.candidate, []).append(ItemResult(
                 id=row.question_id, category=row.category, question=row.question, expected=row.expected,
                 prediction=row.prediction, score=row.score, judge=row.judge, query=json.loads(row.query) or None,
-                context=row.context, error=row.error, seconds=row.latency_s))
+                context=row.context, error=row.error, seconds=row.latency_s, trace=row.trace))
     return results
 
 

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from mstar_ray.results import QuestionResult
+from mstar_ray.results import ItemResult
 from mstar_ray.search.stop import StopKind
 from mstar_ray.state.candidate import Candidate
 
@@ -38,7 +38,7 @@ class Evaluated(_Transition):
 
     candidate: Candidate
     score: float  # the static score, the fitness
-    results: list[QuestionResult]
+    results: list[ItemResult]
     write_example: dict | None = None
 
 

@@ -24,11 +24,14 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from mstar_ray.tasks.model import Question, RawText, Task, limit_questions
+from mstar_ray.tasks.model import Item, RawText, Task, limit_items
+
+if TYPE_CHECKING:
+    from mstar_ray.tasks.registry import TaskConfig
 
 SIZES = ("100K", "500K", "1M", "10M")
 ABILITIES = (
@@ -176,11 +179,11 @@ def _evidence(ids: list[Any] | dict[str, Any] | None, known: set[str]) -> list[s
     return list(dict.fromkeys(f"m{v}" for v in flat if f"m{v}" in known))
 
 
-def _questions(questions_file: Path, conversation_id: str, known: set[str]) -> list[Question]:
+def _questions(questions_file: Path, conversation_id: str, known: set[str]) -> list[Item]:
     raw = _read_json(questions_file)
     if not isinstance(raw, dict):
         raise ValueError(f"{questions_file}: expected a JSON object of abilities, found {type(raw).__name__}")
-    questions: list[Question] = []
+    questions: list[Item] = []
     for ability, items in raw.items():
         if ability not in ABILITIES:
             raise ValueError(f"{questions_file}: unknown ability {ability!r}; BEAM's ten are {', '.join(ABILITIES)}")
@@ -192,7 +195,7 @@ def _questions(questions_file: Path, conversation_id: str, known: set[str]) -> l
             answer = next((item[f] for f in ANSWER_FIELDS if isinstance(item.get(f), str) and item[f].strip()), None)
             if answer is None:
                 raise ValueError(f"{where}: no reference answer (one of the fields {', '.join(ANSWER_FIELDS)})")
-            questions.append(Question(
+            questions.append(Item(
                 id=f"{conversation_id}/{ability}/{index}", question=probe.question, answer=answer.strip(),
                 category=ability.replace("_", "-"), evidence=_evidence(probe.source_chat_ids, known),
             ))
@@ -211,4 +214,8 @@ def load_beam(data: str | Path | None, *, size: str = "100K", conversation: int 
         raise FileNotFoundError(f"{folder}: no {QUESTIONS_FILE} beside {CHAT_FILE}")
     texts = _texts(folder / CHAT_FILE)
     questions = _questions(questions_file, folder.name, {t.id for t in texts})
-    return Task(name=f"beam/{size}/{folder.name}", texts=texts, questions=limit_questions(questions, limit))
+    return Task(name=f"beam/{size}/{folder.name}", texts=texts, items=limit_items(questions, limit))
+
+
+def from_config(config: TaskConfig) -> Task:
+    return load_beam(config.data, size=config.size, conversation=config.conversation, limit=config.limit)

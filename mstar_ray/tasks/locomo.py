@@ -2,7 +2,7 @@
 
 The data file (``locomo10.json``, CC BY-NC 4.0) is never shipped with the project; :func:`find_locomo_file`
 locates a local copy. One LoCoMo sample (one long two-person conversation) becomes one :class:`Task`: each
-session (or, as an option, each dialogue turn) is a :class:`RawText` and each QA item a :class:`Question`
+session (or, as an option, each dialogue turn) is a :class:`RawText` and each QA item a :class:`Item`
 whose evidence names dialogue turns.
 """
 
@@ -15,12 +15,15 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mstar_ray.tasks.dialogue import Granularity, dialogue_texts, granularity_suffix
-from mstar_ray.tasks.model import Question, RawText, Task, limit_questions
+from mstar_ray.tasks.model import Item, RawText, Task, limit_items
+
+if TYPE_CHECKING:
+    from mstar_ray.tasks.registry import TaskConfig
 
 logger = logging.getLogger(__name__)
 
@@ -268,8 +271,8 @@ def _normalise_evidence(raw: list[str] | str, known: set[str], report: LocomoLoa
 
 def _questions(
     sample: _RawSample, categories: tuple[int, ...], known: set[str], report: LocomoLoadReport
-) -> list[Question]:
-    questions: list[Question] = []
+) -> list[Item]:
+    questions: list[Item] = []
     for index, qa in enumerate(sample.qa):
         if qa.category not in categories:
             continue
@@ -290,7 +293,7 @@ def _questions(
         category = CATEGORY_NAMES[qa.category]
         report.questions_by_category[category] = report.questions_by_category.get(category, 0) + 1
         questions.append(
-            Question(id=where, question=qa.question, answer=str(answer), category=category, evidence=evidence)
+            Item(id=where, question=qa.question, answer=str(answer), category=category, evidence=evidence)
         )
     return questions
 
@@ -324,7 +327,7 @@ def _build(
     questions = _questions(sample, chosen, set(turn_ids), report)
     logger.debug("loaded %s from %s: %s", sample.sample_id, file, report.model_dump())
     return Task(name=f"locomo/{sample.sample_id}{granularity_suffix(granularity)}", texts=texts,
-                questions=limit_questions(questions, limit))
+                items=limit_items(questions, limit))
 
 
 def load_locomo(
@@ -344,3 +347,9 @@ def load_locomo(
     ``limit`` keeps at most that many questions, round-robin across categories.
     """
     return _build(path, conversation, categories, limit, granularity)
+
+
+def from_config(config: TaskConfig) -> Task:
+    categories = DEFAULT_CATEGORIES if config.categories is None else config.categories
+    return load_locomo(config.data, conversation=config.conversation, categories=categories, limit=config.limit,
+                       granularity=config.granularity)

@@ -1,4 +1,8 @@
-"""What a task is: raw experience texts to write into memory, and questions with exact answers.
+"""What a task is: raw experience texts to write into memory, and the items an agent is evaluated on.
+
+Every task family (``mstar_ray.families``) uses these records: a question with a short answer, an episode to
+play, a conversation to answer under a rubric are all an :class:`Item`, whose ``spec`` carries what only its
+family reads (the game to start, the rubric's criteria). The search sees items, categories and scores only.
 
 Evidence is kept at the finest level the data gives (a LoCoMo dialogue turn), whatever the texts are cut
 into (a session per text, as the paper does, or a turn per text): each text lists the evidence units it
@@ -9,7 +13,7 @@ X itself say" for any task family. A text that lists no units is one unit, named
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -45,7 +49,15 @@ class RawText(BaseModel):
         return self
 
 
-class Question(BaseModel):
+class Item(BaseModel):
+    """One thing the agent is evaluated on.
+
+    ``question`` is what is put to the agent and what memory is asked from (a question; an episode's goal and
+    first observation; a conversation's last message): the split clusters items by its embedding. ``answer``
+    is the reference, shown to the reflector beside the agent's output (a gold answer; an ideal response;
+    for an episode, what success looks like).
+    """
+
     model_config = ConfigDict(frozen=True)
 
     id: str
@@ -53,21 +65,22 @@ class Question(BaseModel):
     answer: str
     category: str
     evidence: list[str] = []  # evidence unit ids
+    spec: dict[str, Any] = {}  # what the item's family needs to run it (JSON: it travels in the job)
 
 
-def limit_questions(questions: Sequence[Question], limit: int | None) -> list[Question]:
-    """Keep at most ``limit`` questions, taken round-robin across categories, in their original order.
+def limit_items(items: Sequence[Item], limit: int | None) -> list[Item]:
+    """Keep at most ``limit`` items, taken round-robin across categories, in their original order.
 
     Round-robin so that a small limit (say 8 for a quick smoke run) still exercises every category instead of
     only the first one in the file; the result of ``limit=n`` is always a subset of ``limit=n+1``.
     """
     if limit is None:
-        return list(questions)
+        return list(items)
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
     queues: dict[str, list[int]] = {}
-    for index, question in enumerate(questions):
-        queues.setdefault(question.category, []).append(index)
+    for index, item in enumerate(items):
+        queues.setdefault(item.category, []).append(index)
     chosen: list[int] = []
     depth = 0
     while len(chosen) < limit and any(depth < len(queue) for queue in queues.values()):
@@ -75,7 +88,7 @@ def limit_questions(questions: Sequence[Question], limit: int | None) -> list[Qu
             if depth < len(queue) and len(chosen) < limit:
                 chosen.append(queue[depth])
         depth += 1
-    return [questions[index] for index in sorted(chosen)]
+    return [items[index] for index in sorted(chosen)]
 
 
 class Evidence(NamedTuple):
@@ -84,14 +97,26 @@ class Evidence(NamedTuple):
 
 
 class Task(BaseModel):
-    """One benchmark instance: the memory is built from ``texts``, then ``questions`` are asked."""
+    """One benchmark instance: the memory is built from ``texts``, then ``items`` are run by the task's family.
+
+    ``test_ids`` are items the task itself holds out for the final test (unseen games, a benchmark's own test
+    split); without them the search holds out a share of every category.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     name: str
     texts: list[RawText]
-    questions: list[Question]
-    metric: str = "token_f1"
+    items: list[Item]
+    family: str = "qa"  # mstar_ray.families: how an item is run and scored
+    test_ids: list[str] = []
+
+    @model_validator(mode="after")
+    def _test_ids_known(self) -> Task:
+        unknown = set(self.test_ids) - {item.id for item in self.items}
+        if unknown:
+            raise ValueError(f"task {self.name}: test_ids name items it does not have: {sorted(unknown)[:5]}")
+        return self
 
     def evidence(self) -> dict[str, Evidence]:
         """Every evidence unit by id: the text holding it and its own text."""

@@ -1,58 +1,71 @@
-"""One entry point that turns a task name plus options into a :class:`Task`."""
+"""One entry point that turns a task's options (the ``task`` section of a run config, or ``eval``'s flags)
+into a :class:`Task`: every task name, its loader, and the options they read.
+
+A task is data for one family (``mstar_ray.families``): a loader reads the user's files (or generates a world)
+and returns the texts to write and the items to run, with ``Task.family`` naming how they are run and scored.
+Adding a task is adding a loader to ``_LOADERS``; nothing else in the system names tasks.
+"""
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Callable
+from importlib import import_module
+from typing import Literal
 
-from mstar_ray.tasks.dialogue import Granularity
-from mstar_ray.tasks.model import Task, limit_questions
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-logger = logging.getLogger(__name__)
+from mstar_ray.tasks.beam import SIZES as BEAM_SIZES
+from mstar_ray.tasks.dialogue import GRANULARITIES
+from mstar_ray.tasks.model import Task
 
-TASK_NAMES: tuple[str, ...] = ("locomo", "synthetic", "beam")
+# name -> (module, loader): imported on first use, so that picking one task never pays for (or breaks on) the
+# others' modules; each loader takes the TaskConfig.
+_LOADERS: dict[str, tuple[str, str]] = {
+    "locomo": ("mstar_ray.tasks.locomo", "from_config"),
+    "synthetic": ("mstar_ray.tasks.synthetic", "from_config"),
+    "beam": ("mstar_ray.tasks.beam", "from_config"),
+}
+TASK_NAMES: tuple[str, ...] = tuple(_LOADERS)
+# Tasks made from files the user supplies (nothing of them is shipped): what ``data`` must point at.
+_DATA: dict[str, str] = {"beam": "the directory holding BEAM's chats (BEAM is not shipped)"}
 
 
-def load_task(
-    name: str,
-    *,
-    conversation: int = 0,
-    limit: int | None = None,
-    data_path: str | None = None,
-    seed: int = 0,
-    categories: tuple[int, ...] | None = None,
-    granularity: Granularity = "session",
-    size: str = "100K",
-) -> Task:
-    """Build the named task.
+class TaskConfig(BaseModel):
+    """The task's options. One flat shape for every task: an option a task does not read is ignored, so one
+    config drives any task (``mstar-ray transfer`` swaps only the name and the data)."""
 
-    ``granularity`` cuts a dialogue into raw texts: one per session (the default, as the M* paper) or
-    one per turn (``mstar_ray.tasks.dialogue``); BEAM's texts are always one message each. Options that do
-    not apply to the chosen task (``conversation``, ``data_path`` and ``categories`` for ``synthetic``;
-    ``seed`` for ``locomo`` and ``beam``; ``size`` but for ``beam``) are ignored, so one config shape can
-    drive any task. ``categories`` are LoCoMo's numeric categories; ``None`` means the default 1-4. For
-    ``beam``, ``data_path`` is the directory holding BEAM's chats and ``size`` its conversation size.
-    """
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Literal[TASK_NAMES] = "synthetic"
+    seed: int = Field(0, description="synthetic: which generated world")
+    conversation: int = Field(0, ge=0, description="locomo, beam: which conversation (0-based)")
+    data: str | None = Field(None, description="locomo: path to locomo10.json (else $MSTAR_LOCOMO_PATH); "
+                             + "; ".join(f"{name}: {what} (required)" for name, what in _DATA.items()))
+    size: Literal[BEAM_SIZES] = Field("100K", description="beam: conversation size")
+    limit: int | None = Field(None, gt=0, description="at most this many items, spread over categories")
+    categories: tuple[int, ...] | None = Field(None, description="locomo: its numeric categories (default 1-4)")
+    granularity: Literal[GRANULARITIES] = Field(
+        "session", description="one raw text per dialogue session (the paper's) or per turn; evidence names turns")
+
+    @model_validator(mode="after")
+    def _data_given(self) -> TaskConfig:
+        if self.name in _DATA and not self.data:
+            raise ValueError(f"task {self.name} needs data: {_DATA[self.name]}")
+        return self
+
+
+def _loader(name: str) -> Callable[[TaskConfig], Task]:
+    module, function = _LOADERS[name]
+    return getattr(import_module(module), function)
+
+
+def task_from_config(config: TaskConfig) -> Task:
+    return _loader(config.name)(config)
+
+
+def load_task(name: str, **options) -> Task:
+    """The named task with ``options`` (``TaskConfig``'s fields); an unknown name lists the valid ones."""
     key = name.strip().lower()
-    # Imported here so that picking one task never pays for (or breaks on) the other's module.
-    if key == "locomo":
-        from mstar_ray.tasks.locomo import DEFAULT_CATEGORIES, load_locomo
-
-        return load_locomo(
-            data_path,
-            conversation=conversation,
-            categories=DEFAULT_CATEGORIES if categories is None else tuple(categories),
-            limit=limit,
-            granularity=granularity,
-        )
-    if key == "beam":
-        from mstar_ray.tasks.beam import load_beam
-
-        return load_beam(data_path, size=size, conversation=conversation, limit=limit)
-    if key == "synthetic":
-        from mstar_ray.tasks.synthetic import make_synthetic
-
-        if conversation != 0 or data_path is not None or categories is not None:
-            logger.debug("synthetic task ignores conversation, data_path and categories")
-        task = make_synthetic(seed=seed, granularity=granularity)
-        return task.model_copy(update={"questions": limit_questions(task.questions, limit)})
-    raise ValueError(f"unknown task {name!r}; valid task names: {', '.join(TASK_NAMES)}")
+    if key not in _LOADERS:
+        raise ValueError(f"unknown task {name!r}; valid task names: {', '.join(TASK_NAMES)}")
+    return task_from_config(TaskConfig(name=key, **options))

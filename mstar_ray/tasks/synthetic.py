@@ -16,9 +16,13 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from typing import TYPE_CHECKING
 
 from mstar_ray.tasks.dialogue import Granularity, dialogue_texts, granularity_suffix
-from mstar_ray.tasks.model import Question, RawText, Task
+from mstar_ray.tasks.model import Item, RawText, Task, limit_items
+
+if TYPE_CHECKING:
+    from mstar_ray.tasks.registry import TaskConfig
 
 CATEGORIES: tuple[str, ...] = ("single-hop", "temporal", "knowledge-update", "multi-hop")
 MAX_PERSONAS = 6
@@ -553,12 +557,12 @@ def make_synthetic(seed: int = 0, sessions: int = 16, personas: int = 2, questio
         "knowledge-update": lambda owner, p: _knowledge_update(rng, owner, p),
         "multi-hop": lambda owner, p: _multi_hop(rng, owner, p),
     }
-    questions: list[Question] = []
+    questions: list[Item] = []
     for category in CATEGORIES:
         candidates = [c for owner, p in enumerate(plan) for c in builders[category](owner, p)]
         for candidate in _pick(rng, candidates, questions_per_category, personas):
             questions.append(
-                Question(
+                Item(
                     id=f"seed-{seed}/q{len(questions)}",
                     question=candidate.question,
                     answer=candidate.answer,
@@ -570,4 +574,10 @@ def make_synthetic(seed: int = 0, sessions: int = 16, personas: int = 2, questio
     name = f"synthetic/seed-{seed}"
     if (sessions, personas, questions_per_category) != (16, 2, 10):
         name += f"/sessions-{sessions}-personas-{personas}-q-{questions_per_category}"
-    return Task(name=name + granularity_suffix(granularity), texts=texts, questions=questions)
+    return Task(name=name + granularity_suffix(granularity), texts=texts, items=questions)
+
+
+def from_config(config: TaskConfig) -> Task:
+    """The registry's loader: the world of ``config.seed``, its questions limited round-robin over categories."""
+    task = make_synthetic(seed=config.seed, granularity=config.granularity)
+    return task.model_copy(update={"items": limit_items(task.items, config.limit)})

@@ -1,0 +1,38 @@
+"""Task families: how one evaluation item is run by the task agent, with the memory, and scored.
+
+The rest of the system never branches on the family. The write phase is the same for every family (each raw
+text: extract a ``KnowledgeItem``, ``kb.write``); then, for each item, the evaluation procedure
+(``mstar_ray.agent.evaluation``) hands it to its family's ``run`` with an :class:`~mstar_ray.families.base.ItemRun`:
+the agent's steps, the memory (``recall(text)``: the agent builds a ``Query`` from the text and the program's
+``read()`` answers it, as many times as the family wants) and the judge. The family returns the item's
+:class:`~mstar_ray.results.ItemResult`: a score in [0, 1], what the agent produced, and a trace for the
+reflector. A new family is a module with a class satisfying :class:`~mstar_ray.families.base.Family`, added
+to ``_FAMILIES`` below; its tasks are loaders in ``mstar_ray.tasks.registry`` that set ``Task.family``.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from mstar_ray.families.base import Family
+
+# name -> (module, class): imported on first use, so a family's dependencies (an environment, say) are paid
+# for only by the runs that use it.
+_FAMILIES: dict[str, tuple[str, str]] = {
+    "qa": ("mstar_ray.families.qa", "QuestionAnswering"),
+}
+FAMILY_NAMES: tuple[str, ...] = tuple(_FAMILIES)
+_made: dict[str, Family] = {}
+
+
+def family(name: str) -> Family:
+    """The family called ``name`` (one instance per process: a family may hold an environment open)."""
+    if name not in _FAMILIES:
+        raise ValueError(f"unknown task family {name!r}; the families are {', '.join(FAMILY_NAMES)}")
+    if name not in _made:
+        module, cls = _FAMILIES[name]
+        _made[name] = getattr(import_module(module), cls)()
+    return _made[name]
+
+
+__all__ = ["FAMILY_NAMES", "Family", "family"]
