@@ -262,7 +262,7 @@ def _layer_list(text: str) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     from mstar_ray.llm.settings import EMBEDDER_KINDS
     from mstar_ray.tasks.beam import SIZES as BEAM_SIZES
-    from mstar_ray.tasks.registry import TASK_NAMES
+    from mstar_ray.tasks.registry import TASK_NAMES, TaskConfig
 
     parser = argparse.ArgumentParser(prog="mstar-ray", description="Search for LLM-agent memory programs (M*).")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -283,8 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="write only the N texts that best cover the questions asked (as the search chooses its "
                          "training texts); default: every text of the task")
     ev.add_argument("--conversation", type=int, default=0, help="LoCoMo or BEAM conversation index (0-based)")
-    ev.add_argument("--data", default=None,
-                    help="path to locomo10.json (else $MSTAR_LOCOMO_PATH, caches); for beam, BEAM's chats directory")
+    ev.add_argument("--data", default=None, help=TaskConfig.model_fields["data"].description)
     ev.add_argument("--size", default="100K", choices=BEAM_SIZES, help="BEAM conversation size")
     ev.add_argument("--seed", type=int, default=0, help="seed of the synthetic task")
     ev.add_argument("--call-timeout", type=float, default=60.0, help="wall deadline of one write/read in seconds")

@@ -24,10 +24,14 @@ _LOADERS: dict[str, tuple[str, str]] = {
     "locomo": ("mstar_ray.tasks.locomo", "from_config"),
     "synthetic": ("mstar_ray.tasks.synthetic", "from_config"),
     "beam": ("mstar_ray.tasks.beam", "from_config"),
+    "jsonl": ("mstar_ray.tasks.jsonl", "from_config"),
 }
 TASK_NAMES: tuple[str, ...] = tuple(_LOADERS)
 # Tasks made from files the user supplies (nothing of them is shipped): what ``data`` must point at.
-_DATA: dict[str, str] = {"beam": "the directory holding BEAM's chats (BEAM is not shipped)"}
+_DATA: dict[str, str] = {
+    "beam": "the directory holding BEAM's chats (BEAM is not shipped)",
+    "jsonl": "the directory holding your texts.jsonl and questions.jsonl",
+}
 
 
 class TaskConfig(BaseModel):

@@ -1,0 +1,154 @@
+"""A question-answering task from a user's own data: a directory with two JSON Lines files.
+
+``texts.jsonl``: one raw text per line, written into memory in file order::
+
+    {"id": "t1", "text": "[3 May 2024] Ann: I moved to Lisbon.", "units": [{"id": "t1:1", "start": 13, "end": 36}]}
+
+``units`` is optional: finer pieces of the text that questions may cite as evidence (``text[start:end]``); a
+text without units is one piece, cited by its own id.
+
+``questions.jsonl``: one question per line::
+
+    {"id": "q1", "question": "Where does Ann live?", "answer": "Lisbon", "category": "single-hop",
+     "evidence": ["t1:1"], "split": "test"}
+
+``evidence`` (ids of texts or units) and ``split`` are optional. ``split: "test"`` holds the question out
+for the final test, as a benchmark's own test split; when no question says so, the search holds out a share
+of every category. Every problem is reported with the file, the line and the field, and nothing is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from mstar_ray.tasks.model import EvidenceUnit, Item, RawText, Task, limit_items
+
+if TYPE_CHECKING:
+    from mstar_ray.tasks.registry import TaskConfig
+
+TEXTS_FILE = "texts.jsonl"
+QUESTIONS_FILE = "questions.jsonl"
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_blank_strings(cls, value):
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+
+class _Unit(_Record):
+    id: str
+    start: int = Field(ge=0)
+    end: int = Field(gt=0)
+
+
+class _Text(_Record):
+    id: str
+    text: str
+    units: list[_Unit] = []
+
+
+class _Question(_Record):
+    id: str
+    question: str
+    answer: str
+    category: str
+    evidence: list[str] = []
+    split: Literal["test"] | None = None
+
+
+Record = TypeVar("Record", bound=_Record)
+
+
+def _field_error(err: ValidationError) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "(the record)"
+    more = err.error_count() - 1
+    return f"field {where}: {first['msg']}" + (f" (and {more} more problems on this line)" if more > 0 else "")
+
+
+def _read(path: Path, model: type[Record]) -> list[tuple[int, Record]]:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found; a jsonl task directory holds {TEXTS_FILE} and {QUESTIONS_FILE} "
+                                "(the README's 'Your own data' section gives their fields)")
+    records: list[tuple[int, Record]] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text: {err}") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path} line {number}: not JSON ({err.msg} at column {err.colno})") from None
+        if not isinstance(raw, dict):
+            raise ValueError(f"{path} line {number}: expected a JSON object, found {type(raw).__name__}")
+        try:
+            records.append((number, model.model_validate(raw)))
+        except ValidationError as err:
+            raise ValueError(f"{path} line {number}: {_field_error(err)}") from None
+    if not records:
+        raise ValueError(f"{path}: no records")
+    return records
+
+
+def _unique(path: Path, records: list[tuple[int, _Text]] | list[tuple[int, _Question]]) -> None:
+    seen: dict[str, int] = {}
+    for number, record in records:
+        if record.id in seen:
+            raise ValueError(f"{path} line {number}: field id: {record.id!r} is already the id of line {seen[record.id]}")
+        seen[record.id] = number
+
+
+def _texts(path: Path) -> list[RawText]:
+    records = _read(path, _Text)
+    _unique(path, records)
+    texts = []
+    for number, record in records:
+        for index, unit in enumerate(record.units):
+            if unit.end > len(record.text) or unit.start >= unit.end:
+                raise ValueError(f"{path} line {number}: field units.{index}: spans {unit.start}..{unit.end}, outside "
+                                 f"the text's {len(record.text)} characters")
+        texts.append(RawText(id=record.id, text=record.text,
+                             units=[EvidenceUnit(id=u.id, start=u.start, end=u.end) for u in record.units]))
+    return texts
+
+
+def load_jsonl(data: str | Path, *, limit: int | None = None) -> Task:
+    """The task in directory ``data``, named ``jsonl/<directory name>``."""
+    folder = Path(data).expanduser()
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: not a directory; the jsonl task reads {TEXTS_FILE} and {QUESTIONS_FILE} "
+                                "from the directory given as data (--data DIR)")
+    texts = _texts(folder / TEXTS_FILE)
+    citable = {t.id for t in texts} | {u.id for t in texts for u in t.units}
+    path = folder / QUESTIONS_FILE
+    records = _read(path, _Question)
+    _unique(path, records)
+    items = []
+    for number, record in records:
+        for index, evidence in enumerate(record.evidence):
+            if evidence not in citable:
+                raise ValueError(f"{path} line {number}: field evidence.{index}: {evidence!r} is no text or unit id "
+                                 f"of {TEXTS_FILE}")
+        items.append((Item(id=record.id, question=record.question, answer=record.answer, category=record.category,
+                           evidence=record.evidence), record.split))
+    chosen = limit_items([item for item, _ in items], limit)
+    kept = {item.id for item in chosen}
+    return Task(name=f"jsonl/{folder.resolve().name}", texts=texts, items=chosen,
+                test_ids=[item.id for item, split in items if split == "test" and item.id in kept])
+
+
+def from_config(config: TaskConfig) -> Task:
+    return load_jsonl(config.data, limit=config.limit)
