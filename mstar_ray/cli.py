@@ -146,6 +146,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_search(args.config, run_dir=run_dir, address=args.address)
 
 
+def cmd_transfer(args: argparse.Namespace) -> int:
+    import time
+
+    from mstar_ray.driver.policy import FatalRunError
+    from mstar_ray.driver.transfer import run_transfer
+
+    out = args.out or f"runs/transfer-{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        return run_transfer(args.run_dirs, args.tasks, out, args.address)
+    except FatalRunError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ENDPOINT
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from mstar_ray.inspect.status import status_text
 
@@ -319,6 +333,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", metavar="RUN_DIR", default=None,
                      help="continue an interrupted run: re-issue what was in flight, never redo finished work")
     run.set_defaults(handler=cmd_run)
+
+    transfer = commands.add_parser(
+        "transfer", help="each run's returned program and the seeds on every run's task: the transfer matrix")
+    transfer.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="finished runs; each gives a task (column)")
+    transfer.add_argument("--tasks", nargs="*", default=[], metavar="CONFIG.yaml",
+                          help="more columns: run configs whose task no run searched on, split as such a run would")
+    transfer.add_argument("--out", default=None, help="where transfer.json and the evaluations' cache go "
+                          "(default runs/transfer-TIMESTAMP); transfer.json is also written to every RUN_DIR")
+    transfer.add_argument("--address", default=None, help="auto, or ray://HOST:PORT; default: a local Ray")
+    transfer.set_defaults(handler=cmd_transfer)
 
     status = commands.add_parser("status", help="progress, best, cost and work in flight of a run, live or finished")
     status.add_argument("run_dir")

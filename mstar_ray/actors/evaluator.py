@@ -14,6 +14,7 @@ from mstar_ray.actors.run_services import RemoteCache, RemoteGateway
 from mstar_ray.actors.wiring import RoleClients
 from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.llm.settings import LLMSettings
+from mstar_ray.run_config import RunConfig
 from mstar_ray.sandbox_host import SandboxLimits, check_layers, shared_fork_server
 from mstar_ray.search.jobs import EvalJob, EvalOutcome, static_score
 from mstar_ray.tasks.model import Task
@@ -58,3 +59,12 @@ class EvaluatorActor:
 
     def pid(self) -> int:
         return os.getpid()
+
+
+def new_evaluator(config: RunConfig, cache_name: str, gateway_name: str, board_name: str | None = None):
+    """An evaluator actor as a run asks for one: its resources, restarts and the run's services by name."""
+    # SPREAD: evaluations share the nodes' cores and model connections, and a lost node takes few with it.
+    return EvaluatorActor.options(
+        num_cpus=config.ray.evaluator_cpus, resources=config.ray.evaluator_resources, scheduling_strategy="SPREAD",
+        max_restarts=config.ray.max_restarts, max_task_retries=config.ray.max_restarts,
+    ).remote(config.llm, config.sandbox, cache_name, gateway_name, board_name)

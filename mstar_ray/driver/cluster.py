@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 
 import ray
+from ray.exceptions import RayActorError, RayTaskError
 
 from mstar_ray.blas import ONE_THREAD
+from mstar_ray.driver.policy import FatalRunError
 from mstar_ray.run_config import RunConfig
 
 # One BLAS thread per process (mstar_ray.blas): evaluators already fill the cores, and threaded BLAS on a busy
@@ -40,3 +42,16 @@ def pool_size(wanted: int, per_actor: float, resources: dict[str, float], extra:
     fits = [int(resources.get("CPU", 0) // per_actor)] if per_actor > 0 else []
     fits += [int(resources[name] // amount) for name, amount in extra.items() if amount > 0 and name in resources]
     return max(1, min([wanted, *fits]))
+
+
+def check_sandboxes(evaluators: list) -> str:
+    """Every evaluator sets up a sandbox once before any work: a node that cannot give a required layer stops
+    the run at its start, naming the layer and the fix. Returns the line that says which layers are active."""
+    try:
+        reports = ray.get([actor.sandbox_layers.remote() for actor in evaluators])
+    except (RayActorError, RayTaskError) as exc:
+        cause = exc.as_instanceof_cause() if isinstance(exc, RayTaskError) else exc
+        raise FatalRunError(f"a worker cannot run sandboxes: {cause}") from None
+    missing = sorted({f"{layer} ({reason})" for report in reports for layer, reason in report["missing"].items()})
+    return (f"sandbox layers: {', '.join(reports[0]['layers'])}"
+            + (f"; not active, as allowed by sandbox.require: {'; '.join(missing)}" if missing else ""))

@@ -9,9 +9,9 @@ import time
 from dataclasses import dataclass
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayActorError
 
-from mstar_ray.actors.evaluator import EvaluatorActor
+from mstar_ray.actors.evaluator import new_evaluator
 from mstar_ray.actors.pool import WorkerPool, WorkersKeepDying
 from mstar_ray.actors.progress_board import start_progress_board
 from mstar_ray.actors.reflector import ReflectorActor
@@ -19,7 +19,7 @@ from mstar_ray.actors.run_services import start_run_services
 from mstar_ray.actors.structure_tasks import pairwise_on_ray
 from mstar_ray.actors.wiring import RoleClients
 from mstar_ray.contract import inspect_program
-from mstar_ray.driver.cluster import pool_size
+from mstar_ray.driver.cluster import check_sandboxes, pool_size
 from mstar_ray.driver.policy import WAIT_S, FatalRunError, SearchPolicy
 from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.run_dir import RunDir
@@ -94,7 +94,7 @@ class SearchDriver:
                                {"evaluate": evaluators, "reflect": reflectors})
         self.policy = SearchPolicy(cfg, self.task, self.plan, self.run_dir, self.progress, self.state,
                                    evaluators=evaluators, llm_stop=lambda: self.gateway.snapshot().stop)
-        self._check_sandboxes()
+        self.progress.message(check_sandboxes(self.pool.all_actors()))
         split = self.plan.split
         evidence = "" if split.static_evidence is None else f", holding {split.static_evidence:.0%} of the static evidence"
         self.progress.message(
@@ -103,25 +103,8 @@ class SearchDriver:
             f"{len(split.train_texts)} of {len(self.task.texts)} texts written ({len(split.evidence_texts)} for the "
             f"static evidence{evidence}); {evaluators} evaluators, {reflectors} reflectors")
 
-    def _check_sandboxes(self) -> None:
-        """Every actor sets up a sandbox once before any work: a node that cannot give a required layer
-        stops the run at its start, naming the layer and the fix."""
-        try:
-            reports = ray.get([actor.sandbox_layers.remote() for actor in self.pool.all_actors()])
-        except (RayActorError, RayTaskError) as exc:
-            cause = exc.as_instanceof_cause() if isinstance(exc, RayTaskError) else exc
-            raise FatalRunError(f"a worker cannot run sandboxes: {cause}") from None
-        missing = sorted({f"{layer} ({reason})" for report in reports for layer, reason in report["missing"].items()})
-        self.progress.message(f"sandbox layers: {', '.join(reports[0]['layers'])}"
-                              + (f"; not active, as allowed by sandbox.require: {'; '.join(missing)}" if missing else ""))
-
     def _new_evaluator(self):
-        cfg = self.config
-        # SPREAD: evaluations share the nodes' cores and model connections, and a lost node takes few with it.
-        return EvaluatorActor.options(
-            num_cpus=cfg.ray.evaluator_cpus, resources=cfg.ray.evaluator_resources, scheduling_strategy="SPREAD",
-            max_restarts=cfg.ray.max_restarts, max_task_retries=cfg.ray.max_restarts,
-        ).remote(cfg.llm, cfg.sandbox, self.cache.name, self.gateway.name, self.board_name)
+        return new_evaluator(self.config, self.cache.name, self.gateway.name, self.board_name)
 
     def _new_reflector(self):
         cfg = self.config

@@ -23,6 +23,7 @@ from mstar_ray.inspect.status import chosen  # noqa: E402
 from mstar_ray.run_config import load_run_config  # noqa: E402
 from mstar_ray.runlog import layout  # noqa: E402
 from mstar_ray.runlog.reader import read_rows  # noqa: E402
+from mstar_ray.runlog.transfer import TransferMatrix  # noqa: E402
 from mstar_ray.search.split import Split  # noqa: E402
 from mstar_ray.state.replay import restore  # noqa: E402
 from mstar_ray.structure.families import Families, population_families  # noqa: E402
@@ -165,6 +166,26 @@ def _families_section(families: Families | None, rows) -> str:
     return _png(fig) + "".join(table) + novelty
 
 
+def _transfer_section(run_dir: Path) -> str | None:
+    """The transfer matrix ``mstar-ray transfer`` wrote here, as a heat map with its numbers; None if absent."""
+    path = run_dir / layout.TRANSFER
+    if not path.exists():
+        return None
+    matrix = TransferMatrix.model_validate_json(path.read_text())
+    values = [[float("nan") if s is None else s for s in row] for row in matrix.scores]
+    fig, ax = plt.subplots(figsize=(1.6 + 1.5 * len(matrix.tasks), 0.9 + 0.45 * len(matrix.programs)))
+    ax.imshow(values, cmap="viridis", vmin=0.0, vmax=max([s for row in matrix.scores for s in row if s is not None],
+                                                        default=1.0) or 1.0, aspect="auto")
+    for row, program in enumerate(matrix.programs):
+        for column, score in enumerate(matrix.scores[row]):
+            text = "error" if score is None else f"{score:.3f}" + (" *" if program.native == column else "")
+            ax.text(column, row, text, ha="center", va="center", fontsize=8, color="white")
+    ax.set_xticks(range(len(matrix.tasks)), [t.name for t in matrix.tasks], rotation=15, fontsize=8)
+    ax.set_yticks(range(len(matrix.programs)), [p.label for p in matrix.programs], fontsize=8)
+    ax.set_title("test score of each program on each task (* its own task)", fontsize=9)
+    return _png(fig) + f"<pre>{html.escape(matrix.text())}</pre>"
+
+
 def _interval(row) -> str:
     if row.static_low is None or row.static_high is None:
         return f"{row.static_score:.3f}"
@@ -223,6 +244,9 @@ def build_report(run_dir: Path) -> str:
         ("Structural families", _families_section(_families(run_dir, state.members), rows)),
         ("The best program's diff from its seed", f"<pre>{html.escape(diff)}</pre>"),
     ]
+    transfer = _transfer_section(run_dir)
+    if transfer is not None:
+        sections.append(("Transfer to other tasks (mstar-ray transfer)", transfer))
     body = "".join(f"<h2>{title}</h2>{content}" for title, content in sections)
     items = "".join(f"<li>{fact}</li>" for fact in facts)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>mstar-ray run {html.escape(run_dir.name)}</title>"

@@ -23,6 +23,7 @@ Arrow IPC streams fsync'ed after each append.
       summary.json         the final summary (whole file, atomic), absent while the run is live
       best.py              the best program's source, written at the end of the run
       structure.json       the population's structural families and 2-D map, written at the end of the run
+      transfer.json        written by mstar-ray transfer: this run's program and the seeds on other runs' tasks
 
 The ``*.arrows`` logs are Arrow IPC *stream* files whose schemas live in ``mstar_ray.runlog.schemas``;
 they read without mstar_ray (see ``mstar_ray.runlog.writer`` for how).
@@ -40,6 +41,7 @@ CACHE = "cache.sqlite"
 SUMMARY = "summary.json"
 BEST = "best.py"
 STRUCTURE = "structure.json"
+TRANSFER = "transfer.json"
 LIVE = "live.json"
 LOG_SUFFIX = ".arrows"
 
