@@ -80,6 +80,74 @@ def _config_column(path: Path) -> Column:
     return Column(task=task, split=plan.split, source=str(path))
 
 
+@dataclass
+class Crossing:
+    """What is crossed: every run's program, then the seeds, against every task."""
+
+    columns: list[Column]
+    rows: dict[str, tuple[str, str]]  # program id -> (label, source), in row order
+    natives: dict[str, int]  # program id -> the column of the run that returned it
+    seeds: set[str]
+    config: RunConfig  # the first run's: its models, sandbox and Ray settings serve every evaluation
+
+    @classmethod
+    def of(cls, run_dirs: list[str], task_configs: list[str]) -> Crossing:
+        if not run_dirs:
+            raise ValueError("give at least one run directory")
+        runs = [_run_column(Path(run_dir)) for run_dir in run_dirs]
+        rows: dict[str, tuple[str, str]] = {}
+        natives: dict[str, int] = {}
+        for index, (_, _, programs) in enumerate(runs):
+            label, source = programs[0]
+            rows.setdefault(program_id(source), (label, source))
+            natives.setdefault(program_id(source), index)
+        seeds = {program_id(source): (label, source) for _, _, programs in runs for label, source in programs[1:]}
+        for seed_id, row in seeds.items():
+            rows.setdefault(seed_id, row)
+        columns = [column for column, _, _ in runs] + [_config_column(Path(path)) for path in task_configs]
+        return cls(columns=columns, rows=rows, natives=natives, seeds=set(seeds), config=runs[0][1])
+
+    def matrix(self, scores: list[list[float | None]], errors: dict[str, str]) -> TransferMatrix:
+        return TransferMatrix(
+            tasks=[TransferTask(name=c.task.name, family=c.task.family, metric=family(c.task.family).metric,
+                                source=c.source, items=len(c.split.test)) for c in self.columns],
+            programs=[TransferProgram(label=label, id=p, native=self.natives.get(p), seed=p in self.seeds)
+                      for p, (label, _) in self.rows.items()],
+            scores=scores, errors=errors)
+
+
+def _evaluate(crossing: Crossing, pool, progress: Progress) -> tuple[list[list[float | None]], dict[str, str]]:
+    """Every cell on the pool: an evaluator that dies is replaced and the cell re-issued (up to MAX_ATTEMPTS);
+    an evaluation that raises leaves its cell empty with the reason."""
+    from mstar_ray.driver.policy import WAIT_S
+
+    ids, columns = list(crossing.rows), crossing.columns
+    waiting = [Work("evaluate", columns[c].job(p, crossing.rows[p][1]), (r, c)) for r, p in enumerate(ids)
+               for c in range(len(columns))]
+    scores: list[list[float | None]] = [[None] * len(columns) for _ in ids]
+    errors: dict[str, str] = {}
+    attempts: dict[tuple[int, int], int] = {}
+    while waiting or pool.busy():
+        while waiting and pool.idle("evaluate"):
+            pool.submit(waiting.pop(0))
+        for done in pool.next_finished(WAIT_S):
+            row, column = cell = done.work.tag
+            where = f"{crossing.rows[ids[row]][0]} on {columns[column].task.name}"
+            if isinstance(done, Crashed):
+                attempts[cell] = attempts.get(cell, 0) + 1
+                if attempts[cell] < MAX_ATTEMPTS:
+                    waiting.append(done.work)
+                    continue
+                errors[f"{row},{column}"] = f"evaluators died {attempts[cell]} times: {done.error[:300]}"
+            elif isinstance(done, Raised):
+                errors[f"{row},{column}"] = f"{type(done.error).__name__}: {str(done.error)[:300]}"
+            else:
+                outcome: EvalOutcome = done.value
+                scores[row][column] = outcome.static_score
+            progress.message(f"{where}: {errors.get(f'{row},{column}') or f'{scores[row][column]:.3f}'}")
+    return scores, errors
+
+
 def run_transfer(run_dirs: list[str], task_configs: list[str], out: str, address: str | None) -> int:
     import ray
 
@@ -87,68 +155,24 @@ def run_transfer(run_dirs: list[str], task_configs: list[str], out: str, address
     from mstar_ray.actors.pool import WorkerPool
     from mstar_ray.actors.run_services import start_run_services
     from mstar_ray.driver.cluster import check_sandboxes, connect, pool_size
-    from mstar_ray.driver.policy import WAIT_S
 
-    if not run_dirs:
-        raise ValueError("give at least one run directory")
     progress = Progress()
-    columns, runs = [], [_run_column(Path(run_dir)) for run_dir in run_dirs]
-    # The first run's models, sandbox and Ray settings serve every evaluation.
-    config = runs[0][1]
-    rows: dict[str, tuple[str, str]] = {}  # program id -> (label, source): every run's program, then the seeds
-    natives: dict[str, int] = {}
-    for index, (column, _, programs) in enumerate(runs):
-        columns.append(column)
-        label, source = programs[0]
-        rows.setdefault(program_id(source), (label, source))
-        natives.setdefault(program_id(source), index)
-    seeds = {program_id(source): (label, source) for _, _, programs in runs for label, source in programs[1:]}
-    for seed_id, row in seeds.items():
-        rows.setdefault(seed_id, row)
-    columns += [_config_column(Path(path)) for path in task_configs]
-    ids = list(rows)
+    crossing = Crossing.of(run_dirs, task_configs)
     output = Path(out)
     output.mkdir(parents=True, exist_ok=True)
-    config = config.model_copy(update={"llm": probe_endpoints(config.llm, progress.message)})
+    config = crossing.config.model_copy(update={"llm": probe_endpoints(crossing.config.llm, progress.message)})
     resources = connect(config, address)
     try:
         cache, gateway = start_run_services(output, config.llm)
-        size = pool_size(len(ids) * len(columns), config.ray.evaluator_cpus, resources, config.ray.evaluator_resources)
+        cells = len(crossing.rows) * len(crossing.columns)
+        size = pool_size(cells, config.ray.evaluator_cpus, resources, config.ray.evaluator_resources)
         pool = WorkerPool({"evaluate": lambda: new_evaluator(config, cache.name, gateway.name)}, {"evaluate": size})
         progress.message(check_sandboxes(pool.all_actors()))
-        progress.message(f"{len(ids)} programs x {len(columns)} tasks on {size} evaluators")
-        waiting = [Work("evaluate", columns[c].job(p, rows[p][1]), (r, c)) for r, p in enumerate(ids)
-                   for c in range(len(columns))]
-        scores: list[list[float | None]] = [[None] * len(columns) for _ in ids]
-        errors: dict[str, str] = {}
-        attempts: dict[tuple[int, int], int] = {}
-        while waiting or pool.busy():
-            while waiting and pool.idle("evaluate"):
-                pool.submit(waiting.pop(0))
-            for done in pool.next_finished(WAIT_S):
-                row, column = cell = done.work.tag
-                where = f"{rows[ids[row]][0]} on {columns[column].task.name}"
-                if isinstance(done, Crashed):
-                    attempts[cell] = attempts.get(cell, 0) + 1
-                    if attempts[cell] < MAX_ATTEMPTS:
-                        waiting.append(done.work)
-                    else:
-                        errors[f"{row},{column}"] = f"evaluators died {attempts[cell]} times: {done.error[:300]}"
-                elif isinstance(done, Raised):
-                    errors[f"{row},{column}"] = f"{type(done.error).__name__}: {str(done.error)[:300]}"
-                    progress.message(f"{where}: {errors[f'{row},{column}']}")
-                else:
-                    outcome: EvalOutcome = done.value
-                    scores[row][column] = outcome.static_score
-                    progress.message(f"{where}: {outcome.static_score:.3f}")
+        progress.message(f"{len(crossing.rows)} programs x {len(crossing.columns)} tasks on {size} evaluators")
+        matrix = crossing.matrix(*_evaluate(crossing, pool, progress))
         pool.shutdown()
     finally:
         ray.shutdown()
-    matrix = TransferMatrix(
-        tasks=[TransferTask(name=c.task.name, family=c.task.family, metric=family(c.task.family).metric,
-                            source=c.source, items=len(c.split.test)) for c in columns],
-        programs=[TransferProgram(label=rows[p][0], id=p, native=natives.get(p), seed=p in seeds) for p in ids],
-        scores=scores, errors=errors)
     data = matrix.model_dump_json(indent=1).encode()
     for place in [output, *map(Path, run_dirs)]:
         write_atomic(place / layout.TRANSFER, data)
