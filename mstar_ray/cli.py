@@ -84,6 +84,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     limits = SandboxLimits(call_timeout_s=args.call_timeout,
                            require=[layer for layer in LAYERS if layer not in args.allow_missing])
     report = evaluate(source, task, roles.backend(), embedder, limits=limits, judge=roles.client("judge"),
+                      attribute=args.attribute,
                       progress=ProgressPrinter(sys.stderr))
     if args.json:
         print(report.model_dump_json(indent=2))
@@ -255,6 +256,15 @@ def _format_report(program: str, report) -> str:
     )
     for layer, reason in report.sandbox.missing_layers.items():
         lines.append(f"          not active: {layer} ({reason})")
+    if report.stages is not None:
+        totals: dict[str, int] = {}
+        for counts in report.stages.values():
+            for stage, n in counts.items():
+                totals[stage] = totals.get(stage, 0) + n
+        lines.append("failures  " + (" · ".join(f"{n} {stage.replace('_', ' ')}" for stage, n in sorted(totals.items()))
+                                     or "none with evidence") + f" ({report.calls.get('oracle_read', 0)} oracle reads)")
+        if report.attribution_stopped:
+            lines.append(f"          attribution stopped: {report.attribution_stopped}")
     if report.write_errors:
         lines.append(f"write errors: {report.write_errors} (first: {report.write_error_examples[0]})")
     if report.violation:
@@ -302,6 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0, help="seed of the synthetic task")
     ev.add_argument("--call-timeout", type=float, default=60.0, help="wall deadline of one write/read in seconds")
     ev.add_argument("--json", action="store_true", help="print the full report as JSON")
+    ev.add_argument("--attribute", action="store_true",
+                    help="attribute each failed item with evidence to storage, retrieval or answering (oracle reads)")
     ev.add_argument("--allow-missing", type=_layer_list, default=[], metavar="LAYER[,LAYER]",
                     help=f"sandbox layers this machine may lack ({', '.join(LAYERS)}); by default the sandbox "
                     "refuses to run without any of them")

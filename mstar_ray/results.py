@@ -6,6 +6,8 @@ reflector (``mstar_ray.reflect``), so it imports only what the records are made 
 
 from __future__ import annotations
 
+import collections
+
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +34,10 @@ class ItemResult(BaseModel):
     error: str | None = None
     seconds: float = 0.0
     trace: str = ""  # what happened beyond the answer: an episode's steps, the rubric's verdicts
+    # Where the memory failed, for a failed item with evidence (mstar_ray.agent.attribution): answering,
+    # retrieval, storage or not_written; and the evidence units missing from the context.
+    stage: str | None = None
+    missing: list[str] = []
 
     @classmethod
     def of(cls, item: Item, **fields: Any) -> ItemResult:
@@ -77,12 +83,15 @@ class EvalReport(BaseModel):
     embedding: StepUsage | None = None  # texts embedded and cache hits (cached embedders)
     wall_seconds: float
     sandbox: SandboxInfo
+    stages: dict[str, dict[str, int]] | None = None  # attributed failures by category and stage, if attributed
+    attribution_stopped: str | None = None  # why attribution stopped early (a violation in an oracle read)
 
     def without(self, ids: Collection[str]) -> EvalReport:
         """The report without the results of ``ids`` (a feedback slice that is not to be logged)."""
         kept = [r for r in self.results if r.id not in set(ids)]
         score, categories = summarise(kept)
-        return self.model_copy(update={"results": kept, "score": score, "categories": categories})
+        stages = stage_counts(kept) if self.stages is not None else None
+        return self.model_copy(update={"results": kept, "score": score, "categories": categories, "stages": stages})
 
 
 @dataclass
@@ -121,3 +130,17 @@ def summarise(results: list[ItemResult]) -> tuple[float, dict[str, CategoryScore
     categories = {name: CategoryScore(n=len(s), score=sum(s) / len(s)) for name, s in sorted(by_category.items())}
     overall = sum(r.score for r in results) / len(results) if results else 0.0
     return overall, categories
+
+
+def stage_counts(results: list[ItemResult]) -> dict[str, dict[str, int]]:
+    """Attributed failures (``mstar_ray.agent.attribution``) by category, then stage."""
+    counts: dict[str, collections.Counter[str]] = {}
+    for result in results:
+        if result.stage is not None:
+            counts.setdefault(result.category, collections.Counter())[result.stage] += 1
+    return {category: dict(sorted(c.items())) for category, c in sorted(counts.items())}
+
+
+def stage_totals(results: list[ItemResult]) -> dict[str, int]:
+    """Attributed failures by stage."""
+    return dict(sorted(collections.Counter(r.stage for r in results if r.stage is not None).items()))

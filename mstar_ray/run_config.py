@@ -51,6 +51,8 @@ class SearchConfig(_Section):
     runtime_fix: bool = Field(True, description="send a child that broke the contract at run time back for a fix")
     reflector: Literal["offline", "llm"] = Field("offline", description="llm: the llm.reflector endpoint")
     judge_on: Literal["test", "all"] = Field("test", description="where the llm.judge scores (if configured)")
+    attribution: bool = Field(True, description="attribute each failed item with evidence to storage, retrieval or "
+                              "answering (one oracle read per failure whose evidence is missing), for the reflector")
     dedup: bool = Field(True, description="a child structurally identical to a program already queued is not "
                         "evaluated again; its score is reused")
     structure_level: Literal["exact", "names", "shape"] = Field(

@@ -1,14 +1,16 @@
 """Kill the driver of a real search at random moments, resume it each time, and check what survives.
 
-Runs one uninterrupted search and one that is SIGKILLed N times (each time at a random moment after
-start-up) and resumed with ``mstar-ray run --resume``, both with R = E = 1 and the offline backend, then
-checks: no candidate evaluated twice, none lost (every queued id has a row), and the final population
-(ids, parents, scores, in order) equal to the uninterrupted run's.
+Runs one uninterrupted search and one that is SIGKILLed N times and resumed with ``mstar-ray run --resume``,
+both with R = E = 1 and the offline backend, then checks: no candidate evaluated twice, none lost (every
+queued id has a row), and the final population (ids, parents, scores, in order) equal to the uninterrupted
+run's.
 
-    .venv/bin/python scripts/fault_resume.py [--kills 5] [--seed 0] [--candidates 40] [--delay 6 12]
+    .venv/bin/python scripts/fault_resume.py [--kills 5] [--seed 0] [--candidates 40] [--rows 1 3]
 
-``--delay LOW HIGH`` bounds the random moment of each kill (seconds after the process starts); on a busy
-machine Ray's start-up alone can take the default 6-12 s, so later kills are needed to land mid-search.
+Each kill lands mid-search whatever the machine's load: it waits until the candidates log has grown by a
+random ``--rows LOW HIGH`` rows since the last kill, then up to ``--jitter`` seconds more (a moment inside the
+next evaluation or reflection). A fixed delay after start-up does not do that: on a loaded machine Ray's
+start-up alone outlasts it, and every kill then lands before the first candidate.
 """
 
 from __future__ import annotations
@@ -51,6 +53,14 @@ def population(run_dir: Path) -> list[tuple]:
             if r["status"] == "evaluated"]
 
 
+def _rows_now(run_dir: Path) -> int:
+    """Candidate rows so far; 0 while the log is being appended to mid-read (the next poll reads it whole)."""
+    try:
+        return len(table(run_dir, "candidates"))
+    except pyarrow.ArrowInvalid:
+        return 0
+
+
 def check(run_dir: Path) -> list[str]:
     rows = [r for r in table(run_dir, "candidates") if r["status"] != "duplicate"]
     ids = [r["id"] for r in rows]
@@ -68,7 +78,9 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--candidates", type=int, default=40)
-    parser.add_argument("--delay", type=float, nargs=2, default=(6.0, 12.0), metavar=("LOW", "HIGH"))
+    parser.add_argument("--rows", type=int, nargs=2, default=(1, 3), metavar=("LOW", "HIGH"),
+                        help="each kill waits for this many new candidate rows (a random number between)")
+    parser.add_argument("--jitter", type=float, default=1.5, help="then up to this many seconds more")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,16 +90,24 @@ def main() -> int:
         subprocess.run([*CLI, str(path), "--run-dir", str(reference)], check=True, capture_output=True, cwd=ROOT)
         command = [*CLI, str(path), "--run-dir", str(faulty)]
         for kill in range(args.kills):
+            before = len(table(faulty, "candidates"))
             process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-            delay = rng.uniform(*args.delay)
-            time.sleep(delay)
+            started = time.monotonic()
+            wanted = before + rng.randint(*args.rows)
+            while process.poll() is None and _rows_now(faulty) < wanted:
+                time.sleep(0.2)
+            time.sleep(rng.uniform(0, args.jitter))
             finished = process.poll() is not None
             process.send_signal(signal.SIGKILL)
             process.wait()
             rows = len(table(faulty, "candidates"))
-            print(f"kill {kill + 1}: after {delay:.1f} s{' (already finished)' if finished else ''}; {rows} candidate rows")
+            print(f"kill {kill + 1}: after {time.monotonic() - started:.1f} s"
+                  f"{' (already finished)' if finished else ''}; {rows} candidate rows")
+            if finished:
+                break
             command = [*CLI, "--resume", str(faulty)]
-        subprocess.run(command, check=True, capture_output=True, cwd=ROOT)
+        else:
+            subprocess.run(command, check=True, capture_output=True, cwd=ROOT)
         problems = check(faulty)
         same = population(faulty) == population(reference)
         resumed = sum(e["kind"] == "resumed" for e in table(faulty, "events"))

@@ -37,6 +37,7 @@ def test_status_of_a_finished_run(finished_run, capsys):
     assert re.search(r"best\s+0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\] [0-9a-f]{16}", text) and "test      best" in text
     assert "holding 100% of the static questions' evidence" in text
     assert re.search(r"chosen by (best seed|paired bootstrap|confirmation): ", text)
+    assert re.search(r"failures  best: \d+ \w+", text)  # its failures attributed to a stage
 
 
 def test_export_writes_the_best_program(finished_run, tmp_path, capsys):
@@ -49,7 +50,8 @@ def test_report_is_one_self_contained_html_file(finished_run, tmp_path):
     out = tmp_path / "report.html"
     assert main(["report", str(finished_run), "--out", str(out)]) == 0
     page = out.read_text()
-    assert page.count("data:image/png;base64,") == 6 and "diff from its seed" in page
+    assert page.count("data:image/png;base64,") == 7 and "diff from its seed" in page
+    assert "Where the failures went wrong: storage, retrieval or answering" in page
     assert "src=\"http" not in page and "<script" not in page
     assert "Structural families" in page and "<th>medoid</th>" in page
 

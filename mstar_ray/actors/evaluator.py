@@ -43,7 +43,7 @@ class EvaluatorActor:
         try:
             report = evaluate(job.source, task, self.backend, self.embedder, limits=self.limits,
                               judge=self.judge, verdicts=job.judge, progress=reporter,
-                              feedback_ids=job.feedback_ids)
+                              feedback_ids=job.feedback_ids, attribute=job.attribute)
         finally:
             if reporter is not None:
                 reporter.close()

@@ -18,13 +18,13 @@ class AgentBackend(Protocol):
     def extract_item(self, instruction: str, fields: list[FieldSpec], raw_text: str) -> dict[str, Any]:
         """Fill a ``KnowledgeItem`` JSON object from one raw text."""
 
-    def build_query(self, instruction: str, fields: list[FieldSpec], question: str) -> dict[str, Any]:
-        """Fill a ``Query`` JSON object from one question."""
+    def build_query(self, instruction: str, fields: list[FieldSpec], question: str, step: str = "query") -> dict[str, Any]:
+        """Fill a ``Query`` JSON object from one question; ``step`` names the request in the run's accounts."""
 
     def answer(self, instruction: str, always_on: str, context: str, question: str) -> str:
         """Answer the question from the memory's context."""
 
-    def toolkit_completion(self, messages: list[dict[str, str]]) -> str:
+    def toolkit_completion(self, messages: list[dict[str, str]], step: str = "toolkit") -> str:
         """Serve one ``toolkit.llm_completion(messages)`` call made by a memory program."""
 
     def usage(self) -> dict[str, StepUsage]:

@@ -7,8 +7,10 @@ a text, ``kb.read`` answers it) and scores it: a question answered from the cont
 an episode played from what memory recalled at its start, a conversation answered and graded by a rubric.
 For a program that defines ``feedback(query, score)``, the items named as its feedback slice (training items:
 never the ones whose scores are its fitness or its test result) are run first, each followed by that call.
-A contract violation at run time (timeout, LLM budget, oversized read, forbidden operation, crash...) scores
-the program 0, as the paper does, and is reported with its reason so a reflector can fix it.
+Last, if asked, each failure with known evidence is attributed to storage, retrieval or answering
+(``mstar_ray.agent.attribution``). A contract violation at run time (timeout, LLM budget, oversized read,
+forbidden operation, crash...) scores the program 0, as the paper does, and is reported with its reason so a
+reflector can fix it.
 """
 
 from __future__ import annotations
@@ -18,14 +20,14 @@ import time
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
+from mstar_ray.agent.attribution import attribute as attribute_failures
 from mstar_ray.agent.backend import AgentBackend
-from mstar_ray.contract import inspect_program
+from mstar_ray.contract import ProgramInfo, inspect_program
 from mstar_ray.embedding.cached import CachedEmbedder
 from mstar_ray.embedding.embedder import Embedder
 from mstar_ray.families import family as family_of
-from mstar_ray.families.base import ItemRun, MemoryViolation, Recall
+from mstar_ray.families.base import Family, ItemRun, MemoryViolation, Recall
 from mstar_ray.llm.usage import usage_since
-from mstar_ray.program_schema import FieldSpec
 from mstar_ray.results import (
     EvalProgress,
     EvalReport,
@@ -33,6 +35,7 @@ from mstar_ray.results import (
     ProgressHook,
     RuntimeViolation,
     SandboxInfo,
+    stage_counts,
     summarise,
 )
 from mstar_ray.sandbox_host import Outcome, Sandbox, SandboxLimits
@@ -56,22 +59,116 @@ class _CountingEmbedder:
 
 
 class _SandboxMemory:
-    """``recall`` for the families: the backend builds the program's Query from a text, the sandbox reads."""
+    """``recall`` for the families: the backend builds the program's Query from a text, the sandbox reads.
+    An oracle read is counted, and its requests named, apart (``oracle_query``, ``oracle_toolkit``)."""
 
-    def __init__(self, sandbox: Sandbox, backend: AgentBackend, instruction: str, fields: list[FieldSpec],
+    def __init__(self, sandbox: Sandbox, backend: AgentBackend, instruction: str, program: ProgramInfo,
                  calls: collections.Counter[str]):
-        self.sandbox, self.backend, self.instruction, self.fields, self.calls = sandbox, backend, instruction, fields, calls
+        self.sandbox, self.backend, self.instruction, self.calls = sandbox, backend, instruction, calls
+        self.fields = program.schema.query
+        self.toolkit_step = "toolkit"  # what the program's own LLM calls are named in the accounts, right now
 
-    def recall(self, text: str) -> Recall:
-        query = self.backend.build_query(self.instruction, self.fields, text)
-        self.calls["query"] += 1
-        outcome = self.sandbox.read(query)
+    def toolkit(self, messages: list[dict[str, str]]) -> str:
+        return self.backend.toolkit_completion(messages, step=self.toolkit_step)
+
+    def recall(self, text: str, *, oracle: bool = False) -> Recall:
+        query = self.backend.build_query(self.instruction, self.fields, text, step="oracle_query" if oracle else "query")
+        self.calls["oracle_read" if oracle else "query"] += 1
+        self.toolkit_step = "oracle_toolkit" if oracle else "toolkit"
+        try:
+            outcome = self.sandbox.read(query)
+        finally:
+            self.toolkit_step = "toolkit"
         self.calls["toolkit_llm"] += outcome.llm_calls
         if outcome.violation:
             raise MemoryViolation(outcome, query)
         if not outcome.ok:
             return Recall(query, "", outcome.seconds, outcome.describe())
         return Recall(query, outcome.value, outcome.seconds)
+
+
+def _violation(phase: str, outcome: Outcome) -> RuntimeViolation:
+    return RuntimeViolation(phase=phase, kind=outcome.kind or "error", message=outcome.message, traceback=outcome.traceback)
+
+
+class _Evaluation:
+    """One evaluation's state through its phases; ``evaluate`` below is the procedure."""
+
+    def __init__(self, info: ProgramInfo, task: Task, items: list[Item], backend: AgentBackend, family: Family,
+                 judge: LLMClient | None, verdicts: bool, feedback: set[str], progress: ProgressHook):
+        self.info, self.task, self.items, self.backend, self.family = info, task, items, backend, family
+        self.judge, self.verdicts, self.feedback, self.progress = judge, verdicts, feedback, progress
+        self.results = [ItemResult.of(item) for item in items]
+        self.calls: collections.Counter[str] = collections.Counter(
+            {step: 0 for step in ("extract", "query", *family.steps, "toolkit_llm", "feedback")})
+        self.state = EvalProgress(texts_total=len(task.texts), items_total=len(items))
+        self.violation: RuntimeViolation | None = None
+        self.write_errors: list[str] = []
+        self.write_example: dict[str, Any] | None = None
+        self.written = 0
+        self.attribution_stopped: str | None = None
+
+    def write_phase(self, sandbox: Sandbox) -> None:
+        constants, schema = self.info.constants, self.info.schema
+        started = time.monotonic()
+        for text in self.task.texts:
+            item = self.backend.extract_item(constants["INSTRUCTION_KNOWLEDGE_ITEM"], schema.knowledge_item, text.text)
+            self.calls["extract"] += 1
+            outcome = sandbox.write(item, text.text)
+            self.calls["toolkit_llm"] += outcome.llm_calls
+            if outcome.violation:
+                self.violation = _violation("write", outcome)
+                return
+            if outcome.ok:
+                self.written += 1
+                if self.write_example is None:
+                    self.write_example = {"raw_text": text.text[:WRITE_EXAMPLE_CHARS], "item": item}
+            else:
+                self.write_errors.append(f"{text.id}: {outcome.describe()}")
+            self.state.texts_done += 1
+            self.state.write_s = time.monotonic() - started
+            self.progress(self.state)
+
+    def item_phase(self, sandbox: Sandbox, memory: _SandboxMemory) -> None:
+        constants = self.info.constants
+        # The feedback slice first (a stable sort: each part keeps its order), so what it teaches serves the rest.
+        order = sorted(range(len(self.items)), key=lambda i: self.items[i].id not in self.feedback)
+        started = time.monotonic()
+        for index in order:
+            item = self.items[index]
+            run = ItemRun(agent=self.backend, memory=memory, response_instruction=constants["INSTRUCTION_RESPONSE"],
+                          always_on=constants["ALWAYS_ON_KNOWLEDGE"], judge=self.judge,
+                          verdicts=self.verdicts and item.id not in self.feedback, calls=self.calls)
+            try:
+                result = self.results[index] = self.family.run(item, run)
+            except MemoryViolation as exc:
+                self.results[index].query, self.results[index].seconds = exc.query, exc.outcome.seconds
+                self.violation = _violation("read", exc.outcome)
+                return
+            if item.id in self.feedback and result.error is None:
+                outcome = sandbox.feedback(result.query, result.score)
+                self.calls["feedback"] += 1
+                self.calls["toolkit_llm"] += outcome.llm_calls
+                if outcome.violation:
+                    self.violation = _violation("feedback", outcome)
+                    return
+                if not outcome.ok:
+                    result.error = f"feedback: {outcome.describe()}"
+            self.state.items_done += 1
+            self.state.read_s = time.monotonic() - started
+            self.progress(self.state)
+
+    def attribution_phase(self, memory: _SandboxMemory) -> None:
+        self.calls["oracle_read"] += 0  # reported even when no failure needed one
+        self.attribution_stopped = attribute_failures(self.results, self.items, self.task.evidence(), memory)
+
+    def zero_on_violation(self) -> None:
+        # The contract: a runtime violation scores the whole program zero.
+        if self.violation is not None:
+            for result in self.results:
+                result.score = 0.0
+                result.judge = 0.0 if self.judge is not None and self.verdicts else None
+                result.stage, result.missing = None, []
 
 
 def evaluate(
@@ -86,6 +183,7 @@ def evaluate(
     verdicts: bool = True,
     progress: ProgressHook | None = None,
     feedback_ids: Collection[str] = (),
+    attribute: bool = False,
 ) -> EvalReport:
     """Run the protocol for ``source`` on ``task`` (or on a subset of its ``items``).
 
@@ -97,92 +195,37 @@ def evaluate(
     ``feedback_ids``: items run first and followed by ``kb.feedback(query, score)``, if the program
     defines it (otherwise ignored: nothing changes for programs without feedback). They are reported like the
     others but never judged.
+    ``attribute``: attribute each failure with known evidence to a stage (``mstar_ray.agent.attribution``),
+    with one oracle read per failure whose evidence was written but is missing; scores do not change.
     Raises ``ContractError`` when the program fails the static checks: it is never started then.
     """
     info = inspect_program(source)
-    constants = info.constants
     family = family_of(task.family)
-    items = list(task.items if items is None else items)
-    results = [ItemResult.of(item) for item in items]
     started = time.monotonic()
     llm_before = backend.usage()
     judge_before = judge.usage() if judge else {}
     embedding_before = embedder.usage() if isinstance(embedder, CachedEmbedder) else None
     embed = _CountingEmbedder(embedder)
-    calls: collections.Counter[str] = collections.Counter(
-        {step: 0 for step in ("extract", "query", *family.steps, "toolkit_llm", "feedback")})
-    feedback = set(feedback_ids) if info.has_feedback else set()
-    # The feedback slice first (a stable sort: each part keeps its order), so what it teaches serves the rest.
-    order = sorted(range(len(items)), key=lambda i: items[i].id not in feedback)
-    violation: RuntimeViolation | None = None
-    write_errors: list[str] = []
-    write_example: dict[str, Any] | None = None
-    written = 0
-    state = EvalProgress(texts_total=len(task.texts), items_total=len(items))
-    report_progress = progress or (lambda _: None)
-
-    def fatal(phase: str, outcome: Outcome) -> RuntimeViolation:
-        return RuntimeViolation(phase=phase, kind=outcome.kind or "error", message=outcome.message, traceback=outcome.traceback)
-
-    with Sandbox(source, limits=limits, llm=backend.toolkit_completion, embed=embed) as sandbox:
+    run = _Evaluation(info, task, list(task.items if items is None else items), backend, family, judge, verdicts,
+                      set(feedback_ids) if info.has_feedback else set(), progress or (lambda _: None))
+    memory: _SandboxMemory | None = None
+    with Sandbox(source, limits=limits, llm=lambda messages: memory.toolkit(messages), embed=embed) as sandbox:
+        memory = _SandboxMemory(sandbox, backend, info.constants["INSTRUCTION_QUERY"], info, run.calls)
         outcome = sandbox.start()
         if not outcome.ok:
-            violation = fatal("load", outcome)
-        report_progress(state)
-        phase_start = time.monotonic()
-        for text in task.texts if violation is None else []:
-            item = backend.extract_item(constants["INSTRUCTION_KNOWLEDGE_ITEM"], info.schema.knowledge_item, text.text)
-            calls["extract"] += 1
-            outcome = sandbox.write(item, text.text)
-            calls["toolkit_llm"] += outcome.llm_calls
-            if outcome.violation:
-                violation = fatal("write", outcome)
-                break
-            if outcome.ok:
-                written += 1
-                if write_example is None:
-                    write_example = {"raw_text": text.text[:WRITE_EXAMPLE_CHARS], "item": item}
-            else:
-                write_errors.append(f"{text.id}: {outcome.describe()}")
-            state.texts_done += 1
-            state.write_s = time.monotonic() - phase_start
-            report_progress(state)
-        memory = _SandboxMemory(sandbox, backend, constants["INSTRUCTION_QUERY"], info.schema.query, calls)
-        phase_start = time.monotonic()
-        for index in order if violation is None else []:
-            item = items[index]
-            run = ItemRun(agent=backend, memory=memory, response_instruction=constants["INSTRUCTION_RESPONSE"],
-                          always_on=constants["ALWAYS_ON_KNOWLEDGE"], judge=judge,
-                          verdicts=verdicts and item.id not in feedback, calls=calls)
-            try:
-                result = results[index] = family.run(item, run)
-            except MemoryViolation as exc:
-                results[index].query, results[index].seconds = exc.query, exc.outcome.seconds
-                violation = fatal("read", exc.outcome)
-                break
-            if item.id in feedback and result.error is None:
-                outcome = sandbox.feedback(result.query, result.score)
-                calls["feedback"] += 1
-                calls["toolkit_llm"] += outcome.llm_calls
-                if outcome.violation:
-                    violation = fatal("feedback", outcome)
-                    break
-                if not outcome.ok:
-                    result.error = f"feedback: {outcome.describe()}"
-            state.items_done += 1
-            state.read_s = time.monotonic() - phase_start
-            report_progress(state)
+            run.violation = _violation("load", outcome)
+        run.progress(run.state)
+        for phase in (lambda: run.write_phase(sandbox), lambda: run.item_phase(sandbox, memory),
+                      *([lambda: run.attribution_phase(memory)] if attribute else [])):
+            if run.violation is None:
+                phase()
         sandbox_info = SandboxInfo(
             layers=sandbox.layers, missing_layers=sandbox.missing_layers, ready_seconds=sandbox.ready_seconds
         )
-
-    state.finished = True
-    report_progress(state)
-    if violation is not None:
-        # The contract: a runtime violation scores the whole program zero.
-        for result in results:
-            result.score = 0.0
-            result.judge = 0.0 if judge is not None and verdicts else None
+    run.state.finished = True
+    run.progress(run.state)
+    run.zero_on_violation()
+    results = run.results
     score, categories = summarise(results)
     judged = [r.judge for r in results if r.judge is not None]
     llm_usage = usage_since(backend.usage(), llm_before)
@@ -194,19 +237,21 @@ def evaluate(
         metric=family.metric,
         backend=backend.name,
         embedder=embedder.name,
-        texts_written=written,
+        texts_written=run.written,
         score=score,
         categories=categories,
         results=results,
-        violation=violation,
-        write_example=write_example,
-        write_errors=len(write_errors),
-        write_error_examples=write_errors[:MAX_RECORDED_WRITE_ERRORS],
+        violation=run.violation,
+        write_example=run.write_example,
+        write_errors=len(run.write_errors),
+        write_error_examples=run.write_errors[:MAX_RECORDED_WRITE_ERRORS],
         judge_score=sum(judged) / len(judged) if judged else None,
         judged=len(judged),
-        calls={**calls, "embedded_texts": embed.texts},
+        calls={**run.calls, "embedded_texts": embed.texts},
         llm=llm_usage,
         embedding=embedder.usage().minus(embedding_before) if embedding_before is not None else None,
         wall_seconds=time.monotonic() - started,
         sandbox=sandbox_info,
+        stages=stage_counts(results) if attribute else None,
+        attribution_stopped=run.attribution_stopped,
     )

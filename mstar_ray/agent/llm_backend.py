@@ -75,8 +75,8 @@ class LLMBackend:
     def extract_item(self, instruction: str, fields: list[FieldSpec], raw_text: str) -> dict[str, Any]:
         return self._structured("extract", instruction, fields, "Text", raw_text)
 
-    def build_query(self, instruction: str, fields: list[FieldSpec], question: str) -> dict[str, Any]:
-        return self._structured("query", instruction, fields, "Question", question)
+    def build_query(self, instruction: str, fields: list[FieldSpec], question: str, step: str = "query") -> dict[str, Any]:
+        return self._structured(step, instruction, fields, "Question", question)
 
     def answer(self, instruction: str, always_on: str, context: str, question: str) -> str:
         parts = [p for p in (always_on.strip(), f"Memory:\n{context}" if context else "Memory: (empty)") if p]
@@ -85,5 +85,5 @@ class LLMBackend:
         reply = self.task.complete(messages, step="answer", max_tokens=ANSWER_MAX_TOKENS).text
         return reply.strip().splitlines()[0].strip() if reply.strip() else ""
 
-    def toolkit_completion(self, messages: list[dict[str, str]]) -> str:
-        return self.toolkit.complete(messages, step="toolkit").text
+    def toolkit_completion(self, messages: list[dict[str, str]], step: str = "toolkit") -> str:
+        return self.toolkit.complete(messages, step=step).text

@@ -21,6 +21,7 @@ from mstar_ray.families import family
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
 from mstar_ray.reflect.reflector import Child, Discard
 from mstar_ray.reflect.request import ReflectionRequest, sample_cases
+from mstar_ray.results import stage_totals
 from mstar_ray.run_config import RunConfig
 from mstar_ray.sandbox_host import SandboxStartError, SandboxUnavailable
 from mstar_ray.search.jobs import EvalJob, EvalOutcome
@@ -65,6 +66,7 @@ class SearchPolicy:
         self.items = {q.id: q for q in task.items}
         self.task_brief = family(task.family).brief  # what the reflector is told about how items are scored
         self.texts = {t.id: t for t in task.texts}
+        self.evidence = {unit: found.text for unit, found in task.evidence().items()}  # for failure cases
         self.waiting: collections.deque[Candidate] = collections.deque()  # queued, not yet handed out
         self.fix_requests: collections.deque[ReflectionRequest] = collections.deque()
         # By the id of the child whose runtime violation is being fixed: where its fix will stand.
@@ -177,7 +179,7 @@ class SearchPolicy:
                       family=self.task.family,
                       texts=[self.texts[t] for t in written], items=[self.items[q] for q in questions],
                       static_ids=static, judge=self.config.search.judge_on == "all",
-                      feedback_ids=[q for q in questions if q not in static])
+                      feedback_ids=[q for q in questions if q not in static], attribute=self.config.search.attribution)
         extra = len(written) - len(self.plan.split.train_texts)
         self.run_dir.event("started", candidate=candidate.id, iteration=candidate.iteration, work="evaluation",
                            purpose="search",
@@ -221,11 +223,12 @@ class SearchPolicy:
         rng = random.Random(f"{cfg.seed}:reflect:{iteration}")
         population = self.state.population
         parent = population.select_parent(rng, cfg.parent_selection, cfg.tau)
-        failures, success = sample_cases(parent.results, rng)
+        failures, success = sample_cases(parent.results, rng, self.evidence)
         donors = [m.source for m in sorted(population.members, key=lambda m: -m.score) if m.id != parent.id]
         return ReflectionRequest(
             task_brief=self.task_brief, parent_id=parent.id, parent_source=parent.source, parent_score=parent.score,
-            lineage=self.state.lineage(parent), failures=failures, success=success, write_example=parent.write_example,
+            lineage=self.state.lineage(parent), failures=failures, stage_counts=stage_totals(parent.results),
+            success=success, write_example=parent.write_example,
             donors=donors[:MAX_DONORS], known_ids=sorted(self.state.seen), frozen_code=cfg.frozen_code,
             frozen_instructions=cfg.frozen_instructions, seed=rng.randrange(2**31), iteration=iteration,
         )

@@ -121,7 +121,7 @@ class RunDir:
             ResultRow(candidate=candidate.id, question_id=r.id, split=splits.get(r.id, "static"), category=r.category,
                       question=r.question, expected=r.expected, prediction=r.prediction, score=r.score, judge=r.judge,
                       query=json.dumps(r.query if r.query is not None else {}), context=r.context, latency_s=r.seconds,
-                      error=r.error, trace=r.trace)
+                      error=r.error, trace=r.trace, stage=r.stage, missing_evidence=r.missing)
             for r in report.results])
         self.write_calls(outcome.calls, candidate=candidate.id)
         if outcome.purpose != "search":
@@ -147,6 +147,7 @@ class RunDir:
             static_low=interval[0] if interval else None, static_high=interval[1] if interval else None,
             incumbent=challenge.incumbent if challenge else None, lead_low=challenge.low if challenge else None,
             lead_high=challenge.high if challenge else None, verdict=challenge.verdict if challenge else None,
+            stage_counts=report.stages or {},
         ))
 
     def write_calls(self, calls: list[CallLog], *, candidate: str | None, parent: str | None = None) -> None:

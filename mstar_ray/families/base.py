@@ -24,9 +24,10 @@ class Recall(NamedTuple):
 
 
 class Memory(Protocol):
-    def recall(self, text: str) -> Recall:
+    def recall(self, text: str, *, oracle: bool = False) -> Recall:
         """The agent turns ``text`` into the program's ``Query`` and the program's ``read()`` answers it.
-        Raises ``MemoryViolation`` when the program breaks the contract: the whole evaluation then scores 0."""
+        Raises ``MemoryViolation`` when the program breaks the contract: the whole evaluation then scores 0.
+        ``oracle``: a diagnostic read (``mstar_ray.agent.attribution``), counted and accounted apart."""
 
 
 class MemoryViolation(Exception):

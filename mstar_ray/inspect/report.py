@@ -107,6 +107,28 @@ def _category_plot(best, seeds) -> str:
     return _png(fig)
 
 
+def _stages_plot(best, seeds) -> str | None:
+    """Attributed failures per category, stacked by stage, for the best and each seed; None if not attributed."""
+    members = [(label, m) for label, m in [("best", best), *[(f"seed {s.commit_message.removeprefix('seed ')}", s)
+                                                              for s in seeds]] if m.stage_counts]
+    if not members:
+        return None
+    categories = sorted({c for _, m in members for c in m.stage_counts})
+    fig, axes = plt.subplots(1, len(members), figsize=(2.6 * len(members) + 1, 3.2), sharey=True, squeeze=False)
+    colours = {"answering": "tab:blue", "retrieval": "tab:orange", "storage": "tab:red", "not_written": "lightgrey"}
+    for ax, (label, member) in zip(axes[0], members):
+        bottom = [0] * len(categories)
+        for stage, colour in colours.items():
+            heights = [member.stage_counts.get(c, {}).get(stage, 0) for c in categories]
+            ax.bar(range(len(categories)), heights, bottom=bottom, color=colour, label=stage)
+            bottom = [b + h for b, h in zip(bottom, heights)]
+        ax.set_xticks(range(len(categories)), categories, rotation=30, fontsize=7)
+        ax.set_title(label, fontsize=8)
+    axes[0][0].set_ylabel("failed items")
+    axes[0][-1].legend(fontsize=7)
+    return _png(fig)
+
+
 def _utilisation_plot(rows) -> str:
     fig, ax = plt.subplots(figsize=(7, 2.5))
     start = min(r.finished_at.timestamp() - r.wall_seconds for r in rows)
@@ -244,6 +266,9 @@ def build_report(run_dir: Path) -> str:
         ("Structural families", _families_section(_families(run_dir, state.members), rows)),
         ("The best program's diff from its seed", f"<pre>{html.escape(diff)}</pre>"),
     ]
+    stages = _stages_plot(best_row, seed_rows)
+    if stages is not None:
+        sections.insert(4, ("Where the failures went wrong: storage, retrieval or answering", stages))
     transfer = _transfer_section(run_dir)
     if transfer is not None:
         sections.append(("Transfer to other tasks (mstar-ray transfer)", transfer))

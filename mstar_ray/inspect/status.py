@@ -12,6 +12,7 @@ from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog import layout
 from mstar_ray.runlog.live import InFlight
 from mstar_ray.runlog.reader import read_rows
+from mstar_ray.results import stage_totals
 from mstar_ray.search.population import Member
 from mstar_ray.search.selection import Incumbent, replay
 from mstar_ray.search.split import Split
@@ -108,6 +109,11 @@ def status_text(run_dir: Path) -> str:
         if seeds:
             seed = max(seeds, key=lambda m: m.score)
             lines.append(f"seeds     best {_scored(seed, incumbent)} ({seed.commit_message})")
+        for label, member in (("best", best), *((("best seed", seed),) if seeds and seed.id != best.id else ())):
+            stages = stage_totals(member.results)
+            if stages:
+                lines.append(f"failures  {label}: " + " · ".join(f"{n} {stage.replace('_', ' ')}" for stage, n in stages.items())
+                             + " (where its failed static and rotating items went wrong)")
     calls = read_rows(run_dir, "llm_calls")
     cost = sum(u.cost_usd for u in state.usage.values())
     tokens = sum(u.prompt_tokens + u.completion_tokens for u in state.usage.values())

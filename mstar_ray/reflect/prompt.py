@@ -30,9 +30,28 @@ characters) may be called at most once per write or read, toolkit.logger.debug(m
 must finish within 60 s; read() returns at most 3000 characters.
 {task_brief}"""
 
+# What each attributed stage means, for the reflector (mstar_ray.agent.attribution decides them).
+STAGE_MEANING = {
+    "answering": "the evidence reached read()'s output and the answer is still wrong",
+    "retrieval": "the memory holds the evidence (a read asked for it brings it back) but read() did not return it",
+    "storage": "the evidence was written but read() cannot bring it back even when asked for it: write() lost it",
+    "not_written": "its evidence was not among the texts written in this evaluation: not the program's fault",
+}
+
+
+def _stages(counts: dict[str, int]) -> str:
+    total = sum(counts.values())
+    lines = [f"Where the memory failed, for the {total} failed items whose evidence is known:"]
+    lines += [f"- {stage}: {counts[stage]} ({STAGE_MEANING.get(stage, stage)})" for stage in STAGE_MEANING if stage in counts]
+    return "\n".join(lines)
+
+
 def _case(case: Case, label: str) -> str:
-    lines = [f"{label}: score {case.score:.2f}", f"  question: {case.question}", f"  expected: {case.expected}",
+    stage = f" (failed at {case.stage})" if case.stage else ""
+    lines = [f"{label}: score {case.score:.2f}{stage}", f"  question: {case.question}", f"  expected: {case.expected}",
              f"  answered: {case.prediction or '(nothing)'}"]
+    for evidence in case.missing_evidence:
+        lines.append(f"  evidence missing from read()'s output: {evidence}")
     if case.query is not None:
         lines.append(f"  query filled by the agent: {json.dumps(case.query, ensure_ascii=False)}")
     if case.error:
@@ -90,6 +109,8 @@ def reflection_messages(request: ReflectionRequest, edit_format: EditFormat = "v
         return _messages(system, [head, *body, tail])
     optional: list[tuple[str, str]] = [("history", "History of this line of programs and children already tried "
                                         "from it:\n" + _lineage(request))]
+    if request.stage_counts:
+        optional.append(("stages", _stages(request.stage_counts)))
     optional += [(f"failure {i}", _case(case, f"Failed case {i}")) for i, case in enumerate(request.failures, 1)]
     if request.success is not None:
         optional.append(("success", _case(request.success, "A case that worked")))
@@ -100,7 +121,7 @@ def reflection_messages(request: ReflectionRequest, edit_format: EditFormat = "v
     ask = ("Find why the failed cases failed (storage, retrieval, or answering) and change the program "
            "so that questions like them are answered; avoid repeating changes that regressed.")
     drop_order = ["write example", "success", *(f"failure {i}" for i in range(len(request.failures), 1, -1)),
-                  "history", "failure 1"]
+                  "stages", "history", "failure 1"]
     kept = dict(optional)
     while max_prompt_tokens is not None and _tokens(system, [head, *kept.values(), ask, tail]) > max_prompt_tokens:
         droppable = [name for name in drop_order if name in kept]

@@ -1,9 +1,12 @@
 """What a reflector is asked: the wire message from the driver to a reflector actor, and how the driver
-fills it from the population (lineage, failure cases sampled with weight 1 - score, one success case)."""
+fills it from the population (lineage, failure cases, one success case). Failure cases are sampled with
+weight 1 - score; where failures are attributed to a stage (``mstar_ray.agent.attribution``), stratified by
+stage and category instead, as MemSteer found better: each class gets a case before any gets a second."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -14,6 +17,7 @@ from mstar_ray.results import ItemResult
 MAX_FAILURES = 3
 CASE_CONTEXT_CHARS = 1200
 CASE_TRACE_CHARS = 2000
+EVIDENCE_CHARS = 400  # of each missing evidence unit, in a case
 # How the notes of children tried from a parent say that an attempt changed nothing, or repeated a program
 # (the reflector's check errors and the driver's duplicate notes use these words; the prompt counts them).
 NO_CHANGE = "the change leaves the program as it was"
@@ -29,6 +33,8 @@ class Case(BaseModel):
     context: str = ""
     error: str | None = None
     trace: str = ""  # what happened beyond the answer (an episode's steps, a rubric's verdicts)
+    stage: str | None = None  # where the memory failed: answering, retrieval, storage, not_written
+    missing_evidence: list[str] = []  # the words of the evidence that did not reach read()'s output
 
 
 class LineageEntry(BaseModel):
@@ -50,6 +56,7 @@ class ReflectionRequest(BaseModel):
     parent_score: float
     lineage: list[LineageEntry] = []
     failures: list[Case] = []
+    stage_counts: dict[str, int] = {}  # the parent's attributed failures by stage (none: not attributed)
     success: Case | None = None
     write_example: dict[str, Any] | None = None
     violation: str | None = None  # runtime_fix: what the program did wrong, with its traceback
@@ -61,22 +68,50 @@ class ReflectionRequest(BaseModel):
     iteration: int = 0  # the search iteration this reflection belongs to (its child carries it)
 
 
-def as_case(result: ItemResult) -> Case:
+def as_case(result: ItemResult, evidence: Mapping[str, str] | None = None) -> Case:
+    """The result as the reflector sees it; ``evidence`` (unit id -> its words) spells out what was missing."""
+    missing = [evidence[u][:EVIDENCE_CHARS] for u in result.missing if u in evidence] if evidence else []
     return Case(
         question=result.question, expected=result.expected, prediction=result.prediction, score=result.score,
         query=result.query, context=result.context[:CASE_CONTEXT_CHARS], error=result.error,
-        trace=result.trace[:CASE_TRACE_CHARS],
+        trace=result.trace[:CASE_TRACE_CHARS], stage=result.stage, missing_evidence=missing,
     )
 
 
-def sample_cases(results: list[ItemResult], rng: random.Random) -> tuple[list[Case], Case | None]:
-    """Up to three failures (score < 1) drawn without replacement with weight 1 - score, and the best
-    success (the highest-scoring answer above 0), so the reflector sees what works as well."""
-    failures = [r for r in results if r.score < 1.0]
+def _weighted(failures: list[ItemResult], rng: random.Random, count: int) -> list[ItemResult]:
+    """``count`` failures drawn without replacement with weight 1 - score."""
+    pool, chosen = list(failures), []
+    while pool and len(chosen) < count:
+        pick = rng.choices(range(len(pool)), weights=[1.0 - r.score for r in pool], k=1)[0]
+        chosen.append(pool.pop(pick))
+    return chosen
+
+
+def _stratified(failures: list[ItemResult], rng: random.Random) -> list[ItemResult]:
+    """One case per (stage, category) class in turn, the largest classes first, drawn by weight inside each."""
+    classes: dict[tuple[str, str], list[ItemResult]] = {}
+    for result in failures:
+        classes.setdefault((result.stage or "unattributed", result.category), []).append(result)
+    order = sorted(classes, key=lambda key: (-len(classes[key]), key))
     chosen: list[ItemResult] = []
-    while failures and len(chosen) < MAX_FAILURES:
-        pick = rng.choices(range(len(failures)), weights=[1.0 - r.score for r in failures], k=1)[0]
-        chosen.append(failures.pop(pick))
+    while len(chosen) < MAX_FAILURES and any(classes[key] for key in order):
+        for key in order:
+            if classes[key] and len(chosen) < MAX_FAILURES:
+                pick = _weighted(classes[key], rng, 1)[0]
+                classes[key].remove(pick)
+                chosen.append(pick)
+    return chosen
+
+
+def sample_cases(results: list[ItemResult], rng: random.Random,
+                 evidence: Mapping[str, str] | None = None) -> tuple[list[Case], Case | None]:
+    """Up to three failures (score < 1), stratified by stage and category where they are attributed, else
+    drawn with weight 1 - score; and the best success (the highest-scoring answer above 0), so the reflector
+    sees what works as well."""
+    failures = [r for r in results if r.score < 1.0]
+    attributed = any(r.stage is not None for r in failures)
+    chosen = _stratified(failures, rng) if attributed else _weighted(failures, rng, MAX_FAILURES)
     successes = [r for r in results if r.score > 0.0 and r not in chosen]
     success = max(successes, key=lambda r: r.score) if successes else None
-    return [as_case(r) for r in chosen], as_case(success) if success else None
+    return [as_case(r, evidence) for r in chosen], as_case(success) if success else None
+

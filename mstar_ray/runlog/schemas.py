@@ -34,7 +34,9 @@ from mstar_ray.llm.usage import CallLog
 #    the kind "duplicate"; detail is for people only
 # 6: results rows are items of any task family (mstar_ray.families) and gained trace: what happened beyond the
 #    answer (an episode's steps, a rubric's verdicts), which the reflector reads
-SCHEMA_VERSION = 6
+# 7: results gained stage and missing_evidence (mstar_ray.agent.attribution: where a failure went wrong);
+#    candidates gained stage_counts (attributed failures by category, then stage)
+SCHEMA_VERSION = 7
 VERSION_KEY = b"mstar_ray.schema_version"
 TABLE_KEY = b"mstar_ray.table"
 
@@ -98,6 +100,8 @@ class CandidateRow(Row):
     lead_low: float | None = None  # paired bootstrap interval of (this static score - the incumbent's)
     lead_high: float | None = None
     verdict: Literal["replaces", "contender", "kept"] | None = None  # mstar_ray.search.selection
+    # attributed failures on the static and rotating items: category -> stage -> count (none: not attributed)
+    stage_counts: dict[str, dict[str, int]] = Field(default_factory=dict)
     finished_at: AwareDatetime = Field(default_factory=_now)
 
 
@@ -118,6 +122,8 @@ class ResultRow(Row):
     latency_s: float = 0.0
     error: str | None = None
     trace: str = ""  # what happened beyond the answer: an episode's steps, a rubric's verdicts
+    stage: Literal["answering", "retrieval", "storage", "not_written"] | None = None  # where a failure went wrong
+    missing_evidence: list[str] = Field(default_factory=list)  # evidence units that did not reach the context
 
     @field_validator("query")
     @classmethod
@@ -217,6 +223,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         _opt("lead_low", pa.float64()),
         _opt("lead_high", pa.float64()),
         _opt("verdict", pa.string()),
+        _req("stage_counts", pa.map_(pa.string(), pa.map_(pa.string(), pa.int64()))),
         _req("finished_at", TIMESTAMP),
     ),
     "results": _schema(
@@ -235,6 +242,8 @@ SCHEMAS: dict[str, pa.Schema] = {
         _req("latency_s", pa.float64()),
         _opt("error", pa.string()),
         _req("trace", pa.string()),
+        _opt("stage", pa.string()),
+        _req("missing_evidence", pa.list_(pa.string())),
     ),
     "llm_calls": _schema(
         "llm_calls",

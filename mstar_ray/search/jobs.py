@@ -27,6 +27,7 @@ class EvalJob(BaseModel):
     judge: bool = False
     # Answered first and followed by kb.feedback(query, score), for programs that define it; never static ids.
     feedback_ids: list[str] = []
+    attribute: bool = False  # attribute each failure with evidence to storage, retrieval or answering
 
     @model_validator(mode="after")
     def _feedback_never_scored(self) -> EvalJob:

@@ -82,7 +82,8 @@ def _search_results(run_dir: Path) -> dict[str, list[ItemResult]]:
             results.setdefault(row.candidate, []).append(ItemResult(
                 id=row.question_id, category=row.category, question=row.question, expected=row.expected,
                 prediction=row.prediction, score=row.score, judge=row.judge, query=json.loads(row.query) or None,
-                context=row.context, error=row.error, seconds=row.latency_s, trace=row.trace))
+                context=row.context, error=row.error, seconds=row.latency_s, trace=row.trace,
+                stage=row.stage, missing=row.missing_evidence))
     return results
 
 

@@ -28,7 +28,7 @@ class OfflineBackend:
         self.calls["extract"] += 1
         return extract_item(fields, raw_text)
 
-    def build_query(self, instruction: str, fields: list[FieldSpec], question: str) -> dict[str, Any]:
+    def build_query(self, instruction: str, fields: list[FieldSpec], question: str, step: str = "query") -> dict[str, Any]:
         self.calls["query"] += 1
         return build_query(fields, question)
 
@@ -40,7 +40,7 @@ class OfflineBackend:
             return IDK
         return answer_from_context(combined, question)
 
-    def toolkit_completion(self, messages: list[dict[str, str]]) -> str:
+    def toolkit_completion(self, messages: list[dict[str, str]], step: str = "toolkit") -> str:
         self.calls["toolkit"] += 1
         return toolkit_answer(messages)
 
