@@ -99,7 +99,9 @@ def main() -> int:
             time.sleep(rng.uniform(0, args.jitter))
             finished = process.poll() is not None
             process.send_signal(signal.SIGKILL)
-            process.wait()
+            if process.wait() not in (0, -signal.SIGKILL):
+                print(f"the run exited by itself with code {process.returncode}: not a kill, a failure")
+                return 1
             rows = len(table(faulty, "candidates"))
             print(f"kill {kill + 1}: after {time.monotonic() - started:.1f} s"
                   f"{' (already finished)' if finished else ''}; {rows} candidate rows")
