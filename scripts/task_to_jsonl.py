@@ -8,11 +8,10 @@ can see the format filled in. The output holds the data it was made from: never 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from mstar_ray.tasks.jsonl import QUESTIONS_FILE, TEXTS_FILE
+from mstar_ray.tasks.jsonl import write_jsonl
 from mstar_ray.tasks.model import Task
 from mstar_ray.tasks.registry import TASK_NAMES, load_task
 
@@ -20,15 +19,7 @@ from mstar_ray.tasks.registry import TASK_NAMES, load_task
 def write_jsonl_task(task: Task, out: Path) -> None:
     if task.family != "qa":
         raise ValueError(f"task {task.name} is of the {task.family} family; a jsonl task holds questions and answers")
-    out.mkdir(parents=True, exist_ok=True)
-    texts = [{"id": t.id, "text": t.text, **({"units": [u.model_dump() for u in t.units]} if t.units else {})}
-             for t in task.texts]
-    held_out = set(task.test_ids)
-    questions = [{"id": q.id, "question": q.question, "answer": q.answer, "category": q.category,
-                  **({"evidence": q.evidence} if q.evidence else {}), **({"split": "test"} if q.id in held_out else {})}
-                 for q in task.items]
-    for name, records in ((TEXTS_FILE, texts), (QUESTIONS_FILE, questions)):
-        (out / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    write_jsonl(out, task.texts, task.items, {q: "test" for q in task.test_ids})
 
 
 def main() -> int:

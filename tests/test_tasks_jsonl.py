@@ -34,6 +34,26 @@ def test_the_fixture_loads_with_its_units_evidence_and_test_split():
     assert task.evidence_holders()["t1:ann"] == "t1"
 
 
+def test_training_questions_are_failure_cases_never_the_fitness(tmp_path):
+    folder = tmp_path / "marked"
+    shutil.copytree(FIXTURE, folder)
+    lines = (folder / "questions.jsonl").read_text().splitlines()
+    marked = [json.loads(line) for line in lines]
+    for record in marked[:2]:
+        record["split"] = "train"
+    (folder / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in marked))
+    task = load_jsonl(folder)
+    assert task.train_ids == ["q1", "q2"] and task.test_ids == ["q4"]
+    from mstar_ray.embedding.hashing import HashingEmbedder
+    from mstar_ray.search.split import SplitPlan
+
+    plan = SplitPlan(task, HashingEmbedder(), test_fraction=0.3, static_size=5, rotating_size=2, train_ratio=2.0,
+                     seed=0, confirmation_size=1)
+    assert plan.split.test == ["q4"] and not {"q1", "q2"} & set(plan.split.static + plan.split.confirmation)
+    assert set(plan.split.static) == {"q3", "q5"} and {"q1", "q2"} <= set(plan.split.validation)
+    assert set(plan.rotating(1)) <= {"q1", "q2"}  # what is left for failure cases: the training questions
+
+
 def test_limit_keeps_the_test_marks_of_the_questions_kept():
     task = load_jsonl(FIXTURE, limit=2)
     assert len(task.items) == 2 and set(task.test_ids) <= {q.id for q in task.items}
@@ -56,7 +76,7 @@ def _broken(tmp_path: Path, file: str, line: int, replacement: str) -> Path:
     ("questions.jsonl", 1, '{"id": "q1", "question": " ", "answer": "x", "category": "c"}', r"line 1: field question: .*must not be empty"),
     ("questions.jsonl", 5, '{"id": "q1", "question": "Again?", "answer": "x", "category": "c"}', r"line 5: field id: 'q1' is already the id of line 1"),
     ("questions.jsonl", 1, '{"id": "q1", "question": "Where?", "answer": "Oslo", "category": "c", "evidence": ["t9"]}', r"line 1: field evidence\.0: 't9' is no text or unit id"),
-    ("questions.jsonl", 1, '{"id": "q1", "question": "Where?", "answer": "Oslo", "category": "c", "split": "train"}', r"line 1: field split: Input should be 'test'"),
+    ("questions.jsonl", 1, '{"id": "q1", "question": "Where?", "answer": "Oslo", "category": "c", "split": "dev"}', r"line 1: field split: Input should be 'test' or 'train'"),
     ("questions.jsonl", 1, '{"id": "q1", "question": "Where?", "answer": "Oslo", "category": "c", "answr": "x"}', r"line 1: field answr: Extra inputs are not permitted"),
     ("questions.jsonl", 1, '["q1", "Where?"]', r"line 1: expected a JSON object, found list"),
     ("texts.jsonl", 2, '{"id": "t2", "text": "short", "units": [{"id": "u", "start": 2, "end": 40}]}', r"texts\.jsonl line 2: field units\.0: spans 2\.\.40, outside the text's 5 characters"),

@@ -94,12 +94,20 @@ class SplitPlan:
         self._order = {t.id: i for i, t in enumerate(task.texts)}
         self._vectors = np.asarray(embedder.embed([q.question for q in self._validation]), dtype=np.float64)
         text_vectors = np.asarray(embedder.embed([t.text for t in task.texts]), dtype=np.float64)
-        evidence = [[self._order[t] for t in self.evidence_texts([q.id])] for q in self._validation]
+        # The fitness is chosen among the questions that may be scored: a task's training questions only ever
+        # serve as failure cases (rotating), never as the static set or its confirmation.
+        training = set(task.train_ids)
+        scorable = [i for i, q in enumerate(self._validation) if q.id not in training]
+        if not scorable:
+            raise ValueError(f"task {task.name}: every validation question is marked for training; none can score")
+        evidence = [[self._order[t] for t in self.evidence_texts([self._validation[i].id])] for i in scorable]
         static_idx, train_idx = choose_validation_split(
-            self._vectors, text_vectors, static_size=static_size, ratio=train_ratio, seed=seed, evidence=evidence
+            self._vectors[scorable], text_vectors, static_size=static_size, ratio=train_ratio, seed=seed,
+            evidence=evidence,
         )
+        static_idx = [scorable[i] for i in static_idx]
         static = [self._validation[i].id for i in static_idx]
-        confirmation = confirmation_slice([q.id for q in self._validation if q.id not in set(static)],
+        confirmation = confirmation_slice([q.id for q in self._validation if q.id not in set(static) | training],
                                           confirmation_size, rotating_size, seed)
         self._excluded = set(static_idx) | {i for i, q in enumerate(self._validation) if q.id in set(confirmation)}
         self._rotating: dict[int, list[str]] = {}

@@ -14,7 +14,8 @@ text without units is one piece, cited by its own id.
 
 ``evidence`` (ids of texts or units) and ``split`` are optional. ``split: "test"`` holds the question out
 for the final test, as a benchmark's own test split; when no question says so, the search holds out a share
-of every category. Every problem is reported with the file, the line and the field, and nothing is loaded.
+of every category. ``split: "train"`` makes it a training question: the reflector may see it fail (the
+rotating set), but it is never part of the fitness (the static set), which is chosen among the others. Every problem is reported with the file, the line and the field, and nothing is loaded.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class _Question(_Record):
     answer: str
     category: str
     evidence: list[str] = []
-    split: Literal["test"] | None = None
+    split: Literal["test", "train"] | None = None
 
 
 Record = TypeVar("Record", bound=_Record)
@@ -147,7 +148,21 @@ def load_jsonl(data: str | Path, *, limit: int | None = None) -> Task:
     chosen = limit_items([item for item, _ in items], limit)
     kept = {item.id for item in chosen}
     return Task(name=f"jsonl/{folder.resolve().name}", texts=texts, items=chosen,
-                test_ids=[item.id for item, split in items if split == "test" and item.id in kept])
+                test_ids=[item.id for item, split in items if split == "test" and item.id in kept],
+                train_ids=[item.id for item, split in items if split == "train" and item.id in kept])
+
+
+def write_jsonl(out: Path, texts: list[RawText], items: list[Item], splits: dict[str, str] | None = None) -> None:
+    """Write texts and question items as a jsonl task directory (``splits``: item id -> its ``split`` mark)."""
+    out.mkdir(parents=True, exist_ok=True)
+    splits = splits or {}
+    text_records = [{"id": t.id, "text": t.text, **({"units": [u.model_dump() for u in t.units]} if t.units else {})}
+                    for t in texts]
+    question_records = [{"id": q.id, "question": q.question, "answer": q.answer, "category": q.category,
+                         **({"evidence": q.evidence} if q.evidence else {}),
+                         **({"split": splits[q.id]} if q.id in splits else {})} for q in items]
+    for name, records in ((TEXTS_FILE, text_records), (QUESTIONS_FILE, question_records)):
+        (out / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
 
 
 def from_config(config: TaskConfig) -> Task:

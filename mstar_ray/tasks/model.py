@@ -100,7 +100,9 @@ class Task(BaseModel):
     """One benchmark instance: the memory is built from ``texts``, then ``items`` are run by the task's family.
 
     ``test_ids`` are items the task itself holds out for the final test (unseen games, a benchmark's own test
-    split); without them the search holds out a share of every category.
+    split); without them the search holds out a share of every category. ``train_ids`` are items only for the
+    reflector's failure cases (the rotating set), never for the fitness: MemSteer's training questions, where the
+    others are its validation questions.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -110,12 +112,17 @@ class Task(BaseModel):
     items: list[Item]
     family: str = "qa"  # mstar_ray.families: how an item is run and scored
     test_ids: list[str] = []
+    train_ids: list[str] = []
 
     @model_validator(mode="after")
-    def _test_ids_known(self) -> Task:
-        unknown = set(self.test_ids) - {item.id for item in self.items}
-        if unknown:
-            raise ValueError(f"task {self.name}: test_ids name items it does not have: {sorted(unknown)[:5]}")
+    def _marks_known(self) -> Task:
+        ids = {item.id for item in self.items}
+        for name, marked in (("test_ids", self.test_ids), ("train_ids", self.train_ids)):
+            if set(marked) - ids:
+                raise ValueError(f"task {self.name}: {name} name items it does not have: {sorted(set(marked) - ids)[:5]}")
+        if set(self.test_ids) & set(self.train_ids):
+            raise ValueError(f"task {self.name}: items both held out and for training: "
+                             f"{sorted(set(self.test_ids) & set(self.train_ids))[:5]}")
         return self
 
     def evidence(self) -> dict[str, Evidence]:
