@@ -161,6 +161,17 @@ def cmd_transfer(args: argparse.Namespace) -> int:
         return EXIT_ENDPOINT
 
 
+def cmd_supervise(args: argparse.Namespace) -> int:
+    from mstar_ray.llm.cache import SqliteCache
+    from mstar_ray.supervise.command import history, run_supervise
+
+    if not 0 <= args.train_share < 1:
+        raise ValueError(f"--train-share must be in [0, 1), got {args.train_share}")
+    texts, source = history(args.task, args.data, conversation=args.conversation, seed=args.seed)
+    return run_supervise(texts, source, _llm_settings(args), args.out, bundles=args.bundles, seed=args.seed,
+                         train_share=args.train_share, cache=SqliteCache(args.cache) if args.cache else None)
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from mstar_ray.inspect.status import status_text
 
@@ -283,8 +294,26 @@ def _layer_list(text: str) -> list[str]:
     return layers
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _llm_arguments(command: argparse.ArgumentParser) -> None:
+    """The model settings of a command that calls the task agent's model (read by ``_llm_settings``)."""
     from mstar_ray.llm.settings import EMBEDDER_KINDS
+
+    command.add_argument("--backend", choices=["offline", "llm"], default="offline",
+                         help="offline: deterministic, no network; llm: an OpenAI-compatible endpoint")
+    command.add_argument("--llm-url", help="base URL of the endpoint, e.g. http://127.0.0.1:8080/v1")
+    command.add_argument("--llm-model", help="model name at that endpoint")
+    command.add_argument("--llm-key-env", default=None, help="NAME of the environment variable holding the key")
+    command.add_argument("--llm-max-tokens", type=int, default=256)
+    command.add_argument("--llm-timeout", type=float, default=None,
+                         help="seconds per request; default: chosen from the endpoint's speed measured at start-up")
+    command.add_argument("--llm-config", default=None,
+                         help="YAML of the llm settings: task/toolkit/judge endpoints, embedding, prices, budget")
+    command.add_argument("--embedder", choices=EMBEDDER_KINDS, default=None,
+                         help="override the embedding kind (default minilm: all-MiniLM-L6-v2 on this machine)")
+    command.add_argument("--cache", default=None, help="SQLite file caching every LLM and embedding call")
+
+
+def build_parser() -> argparse.ArgumentParser:
     from mstar_ray.tasks.beam import SIZES as BEAM_SIZES
     from mstar_ray.tasks.registry import TASK_NAMES, TaskConfig
 
@@ -317,19 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--allow-missing", type=_layer_list, default=[], metavar="LAYER[,LAYER]",
                     help=f"sandbox layers this machine may lack ({', '.join(LAYERS)}); by default the sandbox "
                     "refuses to run without any of them")
-    ev.add_argument("--backend", choices=["offline", "llm"], default="offline",
-                    help="offline: deterministic, no network; llm: an OpenAI-compatible endpoint")
-    ev.add_argument("--llm-url", help="base URL of the endpoint, e.g. http://127.0.0.1:8080/v1")
-    ev.add_argument("--llm-model", help="model name at that endpoint")
-    ev.add_argument("--llm-key-env", default=None, help="NAME of the environment variable holding the key")
-    ev.add_argument("--llm-max-tokens", type=int, default=256)
-    ev.add_argument("--llm-timeout", type=float, default=None,
-                    help="seconds per request; default: chosen from the endpoint's speed measured at start-up")
-    ev.add_argument("--llm-config", default=None,
-                    help="YAML of the llm settings: task/toolkit/judge endpoints, embedding, prices, budget")
-    ev.add_argument("--embedder", choices=EMBEDDER_KINDS, default=None,
-                    help="override the embedding kind (default minilm: all-MiniLM-L6-v2 on this machine)")
-    ev.add_argument("--cache", default=None, help="SQLite file caching every LLM and embedding call")
+    _llm_arguments(ev)
     ev.set_defaults(handler=cmd_eval)
 
     sandbox = commands.add_parser("sandbox", help="start one sandbox here and report its layers; exit 3 when a "
@@ -355,6 +372,19 @@ def build_parser() -> argparse.ArgumentParser:
                           "(default runs/transfer-TIMESTAMP); transfer.json is also written to every RUN_DIR")
     transfer.add_argument("--address", default=None, help="auto, or ray://HOST:PORT; default: a local Ray")
     transfer.set_defaults(handler=cmd_transfer)
+
+    sup = commands.add_parser("supervise", help="questions with verified evidence from a history's texts alone "
+                              "(MemSteer): a jsonl task to search on")
+    sup.add_argument("--out", required=True, help="the directory the jsonl task and supervise.json go to")
+    sup.add_argument("--task", choices=TASK_NAMES, default=None, help="take this task's texts (its questions are ignored)")
+    sup.add_argument("--data", default=None, help="the task's data; without --task, a directory holding texts.jsonl")
+    sup.add_argument("--conversation", type=int, default=0, help="LoCoMo or BEAM conversation index (0-based)")
+    sup.add_argument("--bundles", type=int, default=40, help="bundles to plan a question from (at most one each)")
+    sup.add_argument("--seed", type=int, default=0)
+    sup.add_argument("--train-share", type=float, default=0.5,
+                     help="share of the kept questions marked train (failure cases only); the rest score")
+    _llm_arguments(sup)
+    sup.set_defaults(handler=cmd_supervise)
 
     status = commands.add_parser("status", help="progress, best, cost and work in flight of a run, live or finished")
     status.add_argument("run_dir")

@@ -54,11 +54,10 @@ def population(run_dir: Path) -> list[tuple]:
 
 
 def _rows_now(run_dir: Path) -> int:
-    """Candidate rows so far; 0 while the log is being appended to mid-read (the next poll reads it whole)."""
-    try:
-        return len(table(run_dir, "candidates"))
-    except pyarrow.ArrowInvalid:
-        return 0
+    """Candidate rows so far, read as a resume reads them: a torn tail (a kill mid-append) is skipped."""
+    from mstar_ray.runlog.reader import read_rows
+
+    return len(read_rows(run_dir, "candidates")) if (run_dir / "candidates.arrows").exists() else 0
 
 
 def check(run_dir: Path) -> list[str]:
@@ -90,8 +89,10 @@ def main() -> int:
         subprocess.run([*CLI, str(path), "--run-dir", str(reference)], check=True, capture_output=True, cwd=ROOT)
         command = [*CLI, str(path), "--run-dir", str(faulty)]
         for kill in range(args.kills):
-            before = len(table(faulty, "candidates"))
-            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+            before = _rows_now(faulty)
+            log = Path(tmp) / f"attempt-{kill + 1}.log"
+            with log.open("w") as sink:
+                process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT)
             started = time.monotonic()
             wanted = before + rng.randint(*args.rows)
             while process.poll() is None and _rows_now(faulty) < wanted:
@@ -100,9 +101,10 @@ def main() -> int:
             finished = process.poll() is not None
             process.send_signal(signal.SIGKILL)
             if process.wait() not in (0, -signal.SIGKILL):
-                print(f"the run exited by itself with code {process.returncode}: not a kill, a failure")
+                print(f"the run exited by itself with code {process.returncode}: not a kill, a failure; its last lines:")
+                print("\n".join(log.read_text().splitlines()[-25:]))
                 return 1
-            rows = len(table(faulty, "candidates"))
+            rows = _rows_now(faulty)
             print(f"kill {kill + 1}: after {time.monotonic() - started:.1f} s"
                   f"{' (already finished)' if finished else ''}; {rows} candidate rows")
             if finished:

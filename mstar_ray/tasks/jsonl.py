@@ -112,6 +112,14 @@ def _unique(path: Path, records: list[tuple[int, _Text]] | list[tuple[int, _Ques
         seen[record.id] = number
 
 
+def load_texts(folder: str | Path) -> list[RawText]:
+    """The raw texts of a directory holding ``texts.jsonl`` (a history without questions, for ``supervise``)."""
+    path = Path(folder).expanduser()
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: not a directory holding {TEXTS_FILE}")
+    return _texts(path / TEXTS_FILE)
+
+
 def _texts(path: Path) -> list[RawText]:
     records = _read(path, _Text)
     _unique(path, records)
