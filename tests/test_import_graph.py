@@ -1,10 +1,12 @@
 """The dependency order holds: no import cycle between the subpackages (and top-level modules) of
-``mstar_ray``, and ``sandbox`` imports nothing of ``mstar_ray``. Read from the source with ``ast`` (nothing is
+``mstar_ray``, ``sandbox`` imports nothing of ``mstar_ray``, and the README's map of the packages (its
+"Layout" block, one level of the order per ``->``) names every one of them and puts none above what it imports. Read from the source with ``ast`` (nothing is
 imported or run), counting every import, also those inside functions and behind ``TYPE_CHECKING``."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,3 +121,35 @@ def test_no_import_cycle_between_subpackages() -> None:
 
 def test_sandbox_imports_nothing_of_mstar_ray() -> None:
     assert not {target for target in unit_graph().get("sandbox", set()) if target.startswith("mstar_ray")}
+
+
+def readme_levels() -> dict[str, int]:
+    """Each mstar_ray unit the README's Layout block names, with its level (0 at the top, one per ``->``):
+    the names outside parentheses, and those of a ``(+ ...)`` aside."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    body = block.split("mstar_ray/", 1)[1].split("\nsandbox/", 1)[0]
+    levels: dict[str, int] = {}
+    for level, part in enumerate(body.split("->")):
+        kept, depth, aside = [], 0, False
+        for i, char in enumerate(part):
+            if char == "(":
+                aside = aside if depth else part.startswith("(+", i)
+                depth += 1
+            elif char == ")":
+                depth -= 1
+            kept.append(char if depth == 0 or aside else " ")
+        for name in re.findall(r"\b([a-z_]+)(?:/|\.py\b)", "".join(kept)):
+            levels.setdefault(name, level)
+    return levels
+
+
+def test_the_readme_map_names_every_unit_and_its_order_holds() -> None:
+    levels = readme_levels()
+    graph = unit_graph()
+    units = {u.removeprefix("mstar_ray.") for u in set(graph) | {t for ts in graph.values() for t in ts}
+             if u.startswith("mstar_ray.")}
+    assert units - set(levels) == set(), "units the README's Layout map does not name"
+    wrong = sorted(f"{a} -> {b}" for a, targets in graph.items() if a.startswith("mstar_ray.") for b in targets
+                   if b.startswith("mstar_ray.") and levels[b.removeprefix("mstar_ray.")] < levels[a.removeprefix("mstar_ray.")])
+    assert wrong == [], "imports of a unit the README's map puts above the importer"

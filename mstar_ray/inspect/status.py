@@ -119,7 +119,10 @@ def status_text(run_dir: Path) -> str:
     tokens = sum(u.prompt_tokens + u.completion_tokens for u in state.usage.values())
     hits = sum(c.cache_hit for c in calls)
     rate = f", cache {hits / len(calls):.0%} of {len(calls)} requests" if calls else ""
-    lines.append(f"cost      ${cost:.4f}, {tokens} tokens{rate}")
+    oracle = [c for c in calls if c.step.startswith("oracle_") and not c.cache_hit]
+    lines.append(f"cost      ${cost:.4f}, {tokens} tokens{rate}"
+                 + (f"; attribution's oracle reads ${sum(c.cost_usd for c in oracle):.4f} in {len(oracle)} requests"
+                    if oracle else ""))
     if summary_path.exists():
         summary = json.loads(summary_path.read_text())
         lines.append(f"test      best {summary['best'].get('test_score')} · best seed {summary['best_seed'].get('test_score')} "
