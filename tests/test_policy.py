@@ -19,7 +19,7 @@ from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.reflector import Child, ReflectionOutcome
-from mstar_ray.results import EvalReport, ItemResult, SandboxInfo, summarise
+from mstar_ray.results import EvalReport, ItemResult, RuntimeViolation, SandboxInfo, summarise
 from mstar_ray.run_config import RunConfig
 from mstar_ray.search.jobs import EvalJob, EvalOutcome, static_score
 from mstar_ray.search.split import SplitPlan
@@ -207,6 +207,62 @@ def test_a_resume_reissues_what_was_in_flight_and_never_evaluates_a_scored_candi
     evaluated = collections.Counter(m.id for m in resumed.state.members)
     assert max(evaluated.values()) == 1 and len(resumed.state.members) == 5
     assert second.handed[0] == ("evaluate", 1)  # the queued child first, no seed again
+
+
+class ViolationPool(InProcessPool):
+    """The second reflection's child breaks the contract; the fourth reflection gives that same program again
+    with a comment added (structurally identical to it)."""
+
+    def __init__(self) -> None:
+        super().__init__(evaluators=1, reflectors=1)
+        self.made: dict[int, str] = {}
+
+    def next_finished(self, timeout_s: float) -> list[Done]:
+        work = self.running[0]
+        if work.kind == "reflect" and work.payload.iteration in (2, 4):
+            self.running.pop(0)
+            request = work.payload
+            source = (request.parent_source + "\nVIOLATE = 2\n" if request.iteration == 2
+                      else self.made[2] + "# the same program again\n")
+            self.made[request.iteration] = source
+            return [Finished(work, ReflectionOutcome(result=Child(
+                id=program_id(source), source=source, parent=request.parent_id, origin="reflection",
+                commit_message=f"step {request.iteration}", iteration=request.iteration, patch=None,
+                edit_format="file", attempts=1)))]
+        if work.kind == "evaluate" and "VIOLATE" in work.payload.source:
+            self.running.pop(0)
+            outcome = evaluate(work.payload)
+            report = outcome.report.model_copy(update={"violation": RuntimeViolation(
+                phase="read", kind="read_too_long", message="read() returned 9000 characters")})
+            return [Finished(work, outcome.model_copy(update={"report": report, "static_score": 0.0}))]
+        return super().next_finished(timeout_s)
+
+
+def _outcome(policy: SearchPolicy) -> list[tuple[str, str]]:
+    return [(m.id, m.parent) for m in policy.state.members] + [("duplicates", str(policy.state.duplicates))]
+
+
+def test_a_resume_after_a_violation_dedups_its_structure_as_the_live_run_did(tmp_path: Path):
+    live, seeds = make_policy(tmp_path / "live", max_candidates=6)
+    live.start(seeds, None)
+    live.drive(ViolationPool())
+    assert live.state.violations == 1 and live.state.duplicates == 1  # the repeat of the violated program
+
+    killed, seeds = make_policy(tmp_path / "killed", max_candidates=6)
+    pool = ViolationPool()
+    killed.start(seeds, None)
+    while killed.state.violations == 0:  # the process dies right after the violation is logged
+        for work in killed.next_work(pool.idle("evaluate"), pool.idle("reflect")):
+            pool.submit(work)
+        for done in pool.next_finished(0):
+            killed.accept(done)
+    killed.run_dir.close()
+    resumed, _ = make_policy(tmp_path / "killed", max_candidates=6)
+    resumed.start(seeds, restore(resumed.run_dir.path))
+    again = ViolationPool()
+    again.made = pool.made  # the stand-in reflector's memory of what it wrote (a model would just write it)
+    resumed.drive(again)
+    assert _outcome(resumed) == _outcome(live)
 
 
 @pytest.mark.parametrize("spent", ["budget spent: $0.0100 of $0.01"])

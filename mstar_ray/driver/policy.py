@@ -23,6 +23,7 @@ from mstar_ray.reflect.reflector import Child, Discard
 from mstar_ray.reflect.request import ReflectionRequest, sample_cases
 from mstar_ray.results import stage_totals
 from mstar_ray.run_config import RunConfig
+from mstar_ray.runlog.sources import load_source
 from mstar_ray.sandbox_host import SandboxStartError, SandboxUnavailable
 from mstar_ray.search.jobs import EvalJob, EvalOutcome
 from mstar_ray.search.population import Member
@@ -109,8 +110,8 @@ class SearchPolicy:
                                         "not evaluated again")
             else:
                 self.waiting.append(candidate)
-        for known in [*restored.members, *pending]:
-            self.structure.learn(known.id, known.source)
+        for known in restored.queued:
+            self.structure.learn(known, load_source(self.run_dir.path, known))
         for member in restored.members:  # the incumbent, replayed in the order the run scored them
             self.incumbent.offer(member)
         if len(restored.population):

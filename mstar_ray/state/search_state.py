@@ -32,6 +32,10 @@ class SearchState:
     # a duplicate), shown in the next reflection prompt on that parent so it does not try the same again.
     child_notes: dict[str, list[LineageEntry]] = field(default_factory=lambda: collections.defaultdict(list))
     seen: set[str] = field(default_factory=set)  # every id ever queued: none is evaluated twice
+    # The same ids in the order they were queued: a resume re-learns every one of them for the structural
+    # dedup, whatever became of it (a child repeating a violated program's structure is a duplicate live, so
+    # it must be one after a resume too), in the order the live index learnt them.
+    queued: list[str] = field(default_factory=list)
     pending: dict[str, Candidate] = field(default_factory=dict)  # queued, in queue order, with no result yet
     open_reflections: set[int] = field(default_factory=set)  # improve reflections started, with no child yet
     iterations: int = 0  # improve reflections started
@@ -82,6 +86,7 @@ class SearchState:
         match transition:
             case Queued(candidate=candidate):
                 self.seen.add(candidate.id)
+                self.queued.append(candidate.id)
                 self.pending[candidate.id] = candidate
                 self._answered(candidate)
             case ReflectionStarted(iteration=iteration, kind="improve"):
