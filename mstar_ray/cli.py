@@ -284,9 +284,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "training texts); default: every text of the task")
     ev.add_argument("--conversation", type=int, default=0, help="LoCoMo or BEAM conversation index (0-based)")
     ev.add_argument("--data", default=None,
-                    help="path to locomo10.json (else $MSTAR_LOCOMO_PATH, caches); for beam, BEAM's chats directory")
+                    help="path to locomo10.json (else $MSTAR_LOCOMO_PATH, caches); for beam, BEAM's chats directory; "
+                         "for healthbench, its JSONL file; for prbench, a Parquet or JSONL file")
     ev.add_argument("--size", default="100K", choices=BEAM_SIZES, help="BEAM conversation size")
-    ev.add_argument("--seed", type=int, default=0, help="seed of the synthetic task")
+    ev.add_argument("--seed", type=int, default=0,
+                    help="seed of the synthetic task; for healthbench and prbench, of the draw of training texts")
     ev.add_argument("--call-timeout", type=float, default=60.0, help="wall deadline of one write/read in seconds")
     ev.add_argument("--json", action="store_true", help="print the full report as JSON")
     ev.add_argument("--allow-missing", type=_layer_list, default=[], metavar="LAYER[,LAYER]",

@@ -5,6 +5,8 @@ PRBench's weights and turns, Parquet and JSONL alike, and clear errors naming th
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from mstar_ray.cli import main
 from mstar_ray.tasks.registry import TaskConfig, load_task
 from mstar_ray.tasks.rubric import REFERENCE_HEADER, RUBRIC_HEADER, RubricSpec
 
@@ -228,3 +231,26 @@ def test_a_bad_parquet_row_is_named_by_its_row(tmp_path):
     (tmp_path / "junk.parquet").write_text("not parquet")
     with pytest.raises(ValueError, match="junk.parquet is not a readable Parquet file"):
         load_task("prbench", data=str(tmp_path / "junk.parquet"))
+
+
+def test_eval_refuses_bad_data_with_exit_2_before_starting_anything(tmp_path, capsys):
+    records = rows(HEALTHBENCH)[:2]
+    _hb_no_positive(records[1])
+    path = write_rows(tmp_path / "hb.jsonl", records)
+    assert main(["eval", str(ROOT / "seeds" / "vector_search.py"), "--task", "healthbench", "--data", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}: line 2: field 'rubrics': no criterion has positive points")
+    assert "writing texts" not in err
+
+
+def test_eval_on_the_healthbench_fixture_from_the_command_line():
+    done = subprocess.run(
+        [sys.executable, "-m", "mstar_ray.cli", "eval", "seeds/vector_search.py", "--task", "healthbench",
+         "--data", "tests/fixtures/rubric/healthbench.jsonl", "--embedder", "hashing"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "family rubric, scored by rubric score" in out and "OFFLINE STAND-IN GRADER" in out
+    for theme in ("context_seeking", "emergency_referrals", "health_data_tasks"):
+        assert f"\n{theme} " in out
+    assert "respond 24" in out and "grade unreadable 0" in out

@@ -13,6 +13,7 @@ from mstar_ray.results import ItemResult
 
 MAX_FAILURES = 3
 CASE_CONTEXT_CHARS = 1200
+CASE_ANSWER_CHARS = 1200  # of what was expected and produced: short answers whole, a full response's start
 CASE_TRACE_CHARS = 2000
 # How the notes of children tried from a parent say that an attempt changed nothing, or repeated a program
 # (the reflector's check errors and the driver's duplicate notes use these words; the prompt counts them).
@@ -63,7 +64,8 @@ class ReflectionRequest(BaseModel):
 
 def as_case(result: ItemResult) -> Case:
     return Case(
-        question=result.question, expected=result.expected, prediction=result.prediction, score=result.score,
+        question=result.question, expected=result.expected[:CASE_ANSWER_CHARS],
+        prediction=result.prediction[:CASE_ANSWER_CHARS], score=result.score,
         query=result.query, context=result.context[:CASE_CONTEXT_CHARS], error=result.error,
         trace=result.trace[:CASE_TRACE_CHARS],
     )
