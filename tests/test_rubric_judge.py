@@ -126,11 +126,14 @@ def test_eval_with_a_judge_configured_reports_the_judge_not_the_stand_in(tmp_pat
 
 @pytest.mark.slow
 def test_smollm2_answers_and_judges_a_real_item(llm_server):
-    # One item with two of its criteria and a short reply, so that a loaded 2-core machine still runs it in minutes.
-    item = two_items().items[0]
+    # One item with two of its criteria, three texts and a short reply: every step is a SmolLM2 request, and a
+    # loaded 2-core machine must still run it in minutes.
+    task = two_items()
+    item = task.items[0]
     spec = RubricSpec.model_validate(item.spec)
     spec = spec.model_copy(update={"criteria": [spec.criteria[0], spec.criteria[-1]]})
-    task = two_items().model_copy(update={"items": [item.model_copy(update={"spec": spec.model_dump()})]})
+    texts = [t for t in task.texts if t.id == "train/hb-chest-1"] + [t for t in task.texts if "chest" not in t.id][:2]
+    task = task.model_copy(update={"texts": texts, "items": [item.model_copy(update={"spec": spec.model_dump()})]})
     endpoint = dict(base_url=llm_server.base_url, model=llm_server.model, timeout_s=900, max_retries=1)
     agent = LLMClient(ChatEndpoint("task", EndpointConfig(**endpoint, max_tokens=96)))  # the reply's bound
     judge = LLMClient(ChatEndpoint("judge", EndpointConfig(**endpoint)))
