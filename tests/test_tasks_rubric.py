@@ -172,7 +172,7 @@ def test_a_malformed_line_and_a_repeated_id_are_refused(tmp_path):
     path = tmp_path / "hb.jsonl"
     lines = HEALTHBENCH.read_text().splitlines()
     path.write_text("\n".join([lines[0], "", lines[1][:-20], lines[2]]) + "\n")
-    with pytest.raises(ValueError, match=r"hb.jsonl: line 3: not valid JSON \(column \d+: "):
+    with pytest.raises(ValueError, match=r"hb.jsonl: line 3: not valid JSON \(Unterminated string starting at column \d+\)"):
         load_task("healthbench", data=str(path))
     path.write_text("\n".join([lines[0], "[1, 2]"]))
     with pytest.raises(ValueError, match="line 2: expected a JSON object, found list"):

@@ -36,7 +36,9 @@ def read_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         try:
             value = json.loads(line)
         except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: line {number}: not valid JSON (column {err.colno}: {err.msg})") from None
+            # json's messages end in " at" when the position is meant to follow ("Unterminated string starting at")
+            at = f"{err.msg} column {err.colno}" if err.msg.endswith(" at") else f"{err.msg} at column {err.colno}"
+            raise ValueError(f"{path}: line {number}: not valid JSON ({at})") from None
         if not isinstance(value, dict):
             raise ValueError(f"{path}: line {number}: expected a JSON object, found {type(value).__name__}")
         yield number, value
