@@ -338,7 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--conversation", type=int, default=0, help="LoCoMo or BEAM conversation index (0-based)")
     ev.add_argument("--data", default=None, help=TaskConfig.model_fields["data"].description)
     ev.add_argument("--size", default="100K", choices=BEAM_SIZES, help="BEAM conversation size")
-    ev.add_argument("--seed", type=int, default=0, help="seed of the synthetic task")
+    ev.add_argument("--seed", type=int, default=0,
+                    help="seed of the synthetic task; for healthbench and prbench, of the draw of training texts")
     ev.add_argument("--call-timeout", type=float, default=60.0, help="wall deadline of one write/read in seconds")
     ev.add_argument("--json", action="store_true", help="print the full report as JSON")
     ev.add_argument("--attribute", action="store_true",

@@ -50,7 +50,8 @@ class SearchConfig(_Section):
     max_repairs: int = Field(3, ge=0)
     runtime_fix: bool = Field(True, description="send a child that broke the contract at run time back for a fix")
     reflector: Literal["offline", "llm"] = Field("offline", description="llm: the llm.reflector endpoint")
-    judge_on: Literal["test", "all"] = Field("test", description="where the llm.judge scores (if configured)")
+    judge_on: Literal["test", "all"] = Field("test", description="where the llm.judge adds its verdict to question "
+                                             "answering (if configured); a rubric task's criteria it judges everywhere")
     attribution: bool = Field(True, description="attribute each failed item with evidence to storage, retrieval or "
                               "answering (one oracle read per failure whose evidence is missing), for the reflector")
     dedup: bool = Field(True, description="a child structurally identical to a program already queued is not "

@@ -1,4 +1,5 @@
-"""The task agent's model, as the fixed protocol (SPEC section 3) needs it: four steps, nothing else.
+"""The task agent's model, as the fixed protocol (SPEC section 3) and its task families need it: the four steps
+of question answering, and a full response to a conversation for rubric-graded tasks.
 
 An implementation is either the offline backend (``mstar_ray.agent.offline``), deterministic and
 network-free, or a real LLM client that turns each step into a chat prompt.
@@ -23,6 +24,10 @@ class AgentBackend(Protocol):
 
     def answer(self, instruction: str, always_on: str, context: str, question: str) -> str:
         """Answer the question from the memory's context."""
+
+    def respond(self, instruction: str, always_on: str, context: str, messages: list[dict[str, str]]) -> str:
+        """Write the assistant's next message, in full, to a conversation (``role``/``content`` messages ending
+        with the user's) from the memory's context."""
 
     def toolkit_completion(self, messages: list[dict[str, str]], step: str = "toolkit") -> str:
         """Serve one ``toolkit.llm_completion(messages)`` call made by a memory program."""

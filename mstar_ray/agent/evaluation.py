@@ -234,7 +234,7 @@ def evaluate(
     return EvalReport(
         task=task.name,
         family=family.name,
-        metric=family.metric,
+        metric=family.metric_for(judge is not None),
         backend=backend.name,
         embedder=embedder.name,
         texts_written=run.written,

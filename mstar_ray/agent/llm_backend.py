@@ -9,8 +9,11 @@ from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.structured import conform, fallback, parse_json_object
 from mstar_ray.llm.usage import StepUsage
 from mstar_ray.program_schema import FieldSpec
+from mstar_ray.tasks.rubric import Message, bounded_messages
 
 ANSWER_MAX_TOKENS = 64
+RESPONSE_CONVERSATION_CHARS = 12000  # the conversation's end, beside up to 3,000 characters of memory
+RESPOND_ROLE = "You are the assistant in the conversation that follows. Write your next message to the user, in full."
 
 
 def _schema_lines(fields: list[FieldSpec]) -> str:
@@ -84,6 +87,19 @@ class LLMBackend:
         messages = [{"role": "user", "content": prompt}]
         reply = self.task.complete(messages, step="answer", max_tokens=ANSWER_MAX_TOKENS).text
         return reply.strip().splitlines()[0].strip() if reply.strip() else ""
+
+    def respond(self, instruction: str, always_on: str, context: str, messages: list[dict[str, str]]) -> str:
+        shown = bounded_messages([Message.model_validate(m) for m in messages], RESPONSE_CONVERSATION_CHARS)
+        # The conversation's own system messages join ours: chat templates take one system message, first.
+        own = [m.content for m in shown if m.role == "system"]
+        memory = f"Memory:\n{context}" if context else "Memory: (empty)"
+        system = "\n\n".join(p for p in (RESPOND_ROLE, *own, always_on.strip(), memory, instruction.strip()) if p)
+        chat = [{"role": "system", "content": system}]
+        chat += [{"role": m.role, "content": m.content} for m in shown if m.role != "system"]
+        # A full reply, not a span: bounded by the role's own max_tokens (the longest any step may take, and what
+        # the start-up check sizes the request timeout for), where an answer takes ANSWER_MAX_TOKENS.
+        reply = self.task.complete(chat, step="respond").text
+        return reply.strip()
 
     def toolkit_completion(self, messages: list[dict[str, str]], step: str = "toolkit") -> str:
         return self.toolkit.complete(messages, step=step).text

@@ -66,6 +66,8 @@ class SearchPolicy:
         self.structure = StructureIndex(config.search.structure_level)  # no structure is evaluated twice
         self.items = {q.id: q for q in task.items}
         self.task_brief = family(task.family).brief  # what the reflector is told about how items are scored
+        # what the scores are, as every evaluation of this run reports it (a stand-in grader names itself)
+        self.metric = family(task.family).metric_for(judged=config.llm.judge is not None)
         self.texts = {t.id: t for t in task.texts}
         self.evidence = {unit: found.text for unit, found in task.evidence().items()}  # for failure cases
         self.waiting: collections.deque[Candidate] = collections.deque()  # queued, not yet handed out

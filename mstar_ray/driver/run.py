@@ -70,6 +70,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
 
     split = driver.plan.split
     summary = {
+        "metric": driver.policy.metric,
         "best": described(result.best),
         "best_seed": described(result.best_seed),
         "selection": result.selection.model_dump(),

@@ -133,7 +133,7 @@ class RunDir:
         violation = report.violation
         self._log("candidates").append(CandidateRow(
             id=candidate.id, **candidate.log_fields(), status="violation" if violation else "evaluated", iteration=candidate.iteration,
-            static_score=outcome.static_score, judge_score=report.judge_score,
+            static_score=outcome.static_score, judge_score=report.judge_score, metric=report.metric,
             rotating_score=sum(rotating) / len(rotating) if rotating else None,
             category_scores={k: v.score for k, v in report.categories.items()},
             violation_kind=violation.kind if violation else None, violation_message=violation.message if violation else None,

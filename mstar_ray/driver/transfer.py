@@ -109,7 +109,7 @@ class Crossing:
 
     def matrix(self, scores: list[list[float | None]], errors: dict[str, str]) -> TransferMatrix:
         return TransferMatrix(
-            tasks=[TransferTask(name=c.task.name, family=c.task.family, metric=family(c.task.family).metric,
+            tasks=[TransferTask(name=c.task.name, family=c.task.family, metric=family(c.task.family).metric_for(self.config.llm.judge is not None),
                                 source=c.source, items=len(c.split.test)) for c in self.columns],
             programs=[TransferProgram(label=label, id=p, native=self.natives.get(p), seed=p in self.seeds)
                       for p, (label, _) in self.rows.items()],

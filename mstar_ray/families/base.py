@@ -54,9 +54,12 @@ class ItemRun:
 
 class Family(Protocol):
     name: str
-    metric: str  # what an item's score is, for people ("token F1", "success")
     steps: tuple[str, ...]  # the agent steps it counts in ItemRun.calls (beside extract, query and toolkit)
     brief: str  # for the reflector's prompt: how the agent uses read() on this family and how it is scored
+
+    def metric_for(self, judged: bool) -> str:
+        """What an item's score is, for people ("token F1", "success"), given whether the run has a judge model:
+        a family that needs one names what scores in its place (a stand-in), so every report says so."""
 
     def run(self, item: Item, run: ItemRun) -> ItemResult:
         """Run one item with the memory and score it in [0, 1]; never raises for a wrong or empty answer."""

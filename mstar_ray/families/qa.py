@@ -12,9 +12,11 @@ from mstar_ray.tasks.scoring import token_f1
 
 class QuestionAnswering:
     name = "qa"
-    metric = "token F1"
     steps = ("answer",)
     brief = "The agent answers each question from read()'s output alone; answers are scored by token F1."
+
+    def metric_for(self, judged: bool) -> str:
+        return "token F1"  # the judge's verdict, where asked for, is reported beside it
 
     def run(self, item: Item, run: ItemRun) -> ItemResult:
         recall = run.memory.recall(item.question)

@@ -19,7 +19,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display: figures are only ever rendered to PNG
 import matplotlib.pyplot as plt  # noqa: E402
 
-from mstar_ray.inspect.status import chosen  # noqa: E402
+from mstar_ray.inspect.status import chosen, metrics  # noqa: E402
 from mstar_ray.run_config import load_run_config  # noqa: E402
 from mstar_ray.runlog import layout  # noqa: E402
 from mstar_ray.runlog.reader import read_rows  # noqa: E402
@@ -242,7 +242,8 @@ def build_report(run_dir: Path) -> str:
     facts = [f"{len(rows)} candidates evaluated ({len(seed_rows)} seeds), {state.discarded} discarded, {state.violations} violations",
              f"best static score {_interval(best_row)} ({html.escape(best_row.origin)}: {html.escape(best_row.commit_message)})",
              f"cost ${sum(c.cost_usd for c in calls):.4f}; {sum(c.cache_hit for c in calls)} of {len(calls)} LLM requests from the cache",
-             f"{duplicates} children not evaluated again (identical or structurally identical to a program already queued)"]
+             f"{duplicates} children not evaluated again (identical or structurally identical to a program already queued)",
+             *(f"scored by {html.escape(metric)}" for metric in metrics(run_dir))]
     formats = Counter(r.edit_format for r in rows if r.origin == "reflection")
     if formats:
         tolerated = sum(1 for r in rows if r.tolerances)

@@ -58,6 +58,12 @@ def chosen(run_dir: Path, state: SearchState) -> tuple[Member, Incumbent]:
     return incumbent.best, incumbent
 
 
+def metrics(run_dir: Path) -> list[str]:
+    """What the run's scores are, as its evaluations reported it (one text, unless a resume changed the judge);
+    a stand-in grader names itself there."""
+    return sorted({row.metric for row in read_rows(run_dir, "candidates") if row.metric})
+
+
 def _scored(member: Member, incumbent: Incumbent) -> str:
     low, high = incumbent.interval(member)
     return f"{member.score:.3f} [{low:.3f}, {high:.3f}]"
@@ -89,6 +95,7 @@ def status_text(run_dir: Path) -> str:
     lines = [f"run       {run_dir} ({phase})",
              f"task      {config.task.name} · reflector {config.search.reflector} · R={config.search.reflections_in_flight} "
              f"E={config.search.evaluations_in_flight}",
+             *(f"scored by {metric}" for metric in metrics(run_dir)),
              f"progress  {state.evaluated}{f'/{target}' if target else ''} candidates evaluated · {state.discarded} "
              f"discarded · {state.violations} violations · {state.duplicates} duplicates · {state.iterations} "
              "reflections started"]

@@ -52,7 +52,8 @@ class LLMSettings(BaseModel):
     task: EndpointConfig | None = Field(None, description="the task agent; none: the offline backend")
     toolkit: EndpointConfig | None = Field(None, description="memory programs' llm_completion; default: task")
     reflector: ReflectorConfig | None = None
-    judge: EndpointConfig | None = Field(None, description="LLM-judge scoring; none: token F1 only")
+    judge: EndpointConfig | None = Field(None, description="LLM-judge scoring; none: token F1 only, and a rubric "
+                                         "task's criteria judged by the offline stand-in grader (for CI only)")
     embedding: EmbeddingConfig = EmbeddingConfig()
     prices: dict[str, Price] = Field(default_factory=dict, description="by model name")
     budget: Budget = Budget()

@@ -16,6 +16,7 @@ from mstar_ray.results import ItemResult
 
 MAX_FAILURES = 3
 CASE_CONTEXT_CHARS = 1200
+CASE_ANSWER_CHARS = 1200  # of what was expected and produced: short answers whole, a full response's start
 CASE_TRACE_CHARS = 2000
 EVIDENCE_CHARS = 400  # of each missing evidence unit, in a case
 # How the notes of children tried from a parent say that an attempt changed nothing, or repeated a program
@@ -72,7 +73,8 @@ def as_case(result: ItemResult, evidence: Mapping[str, str] | None = None) -> Ca
     """The result as the reflector sees it; ``evidence`` (unit id -> its words) spells out what was missing."""
     missing = [evidence[u][:EVIDENCE_CHARS] for u in result.missing if u in evidence] if evidence else []
     return Case(
-        question=result.question, expected=result.expected, prediction=result.prediction, score=result.score,
+        question=result.question, expected=result.expected[:CASE_ANSWER_CHARS],
+        prediction=result.prediction[:CASE_ANSWER_CHARS], score=result.score,
         query=result.query, context=result.context[:CASE_CONTEXT_CHARS], error=result.error,
         trace=result.trace[:CASE_TRACE_CHARS], stage=result.stage, missing_evidence=missing,
     )

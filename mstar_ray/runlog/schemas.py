@@ -36,7 +36,8 @@ from mstar_ray.llm.usage import CallLog
 #    answer (an episode's steps, a rubric's verdicts), which the reflector reads
 # 7: results gained stage and missing_evidence (mstar_ray.agent.attribution: where a failure went wrong);
 #    candidates gained stage_counts (attributed failures by category, then stage)
-SCHEMA_VERSION = 7
+# 8: candidates gained metric: what the scores are (the family's metric, naming a stand-in grader when one scored)
+SCHEMA_VERSION = 8
 VERSION_KEY = b"mstar_ray.schema_version"
 TABLE_KEY = b"mstar_ray.table"
 
@@ -75,6 +76,7 @@ class CandidateRow(Row):
     static_score: float | None = None
     rotating_score: float | None = None  # test scores live in ``results`` (split "test") and summary.json
     judge_score: float | None = None
+    metric: str | None = None  # what the scores are (EvalReport.metric): a stand-in grader names itself here
     category_scores: dict[str, float] = Field(default_factory=dict)
     violation_kind: str | None = None
     violation_message: str | None = None
@@ -198,6 +200,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         _opt("static_score", pa.float64()),
         _opt("rotating_score", pa.float64()),
         _opt("judge_score", pa.float64()),
+        _opt("metric", pa.string()),
         _req("category_scores", pa.map_(pa.string(), pa.float64())),
         _opt("violation_kind", pa.string()),
         _opt("violation_message", pa.string()),

@@ -24,11 +24,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from mstar_ray.tasks.model import Item, RawText, Task, limit_items
+from mstar_ray.tasks.records import parse_record
 
 if TYPE_CHECKING:
     from mstar_ray.tasks.registry import TaskConfig
@@ -50,7 +51,6 @@ ANSWER_FIELDS = ("answer", "ideal_answer", "ideal_response", "ideal_summary", "e
 CHAT_FILE = "chat.json"
 QUESTIONS_FILE = Path("probing_questions") / "probing_questions.json"
 _MARKER = re.compile(r"\s*->->\s*\d+\s*,\s*\d+\s*$")
-Model = TypeVar("Model", bound=BaseModel)
 
 
 class _Message(BaseModel):
@@ -75,17 +75,6 @@ class _Probe(BaseModel):
 
     question: str
     source_chat_ids: list[Any] | dict[str, Any] | None = None
-
-
-def _parse(model: type[Model], raw: Any, where: str) -> Model:
-    """``raw`` as ``model``, or a ``ValueError`` naming the place and the first field at fault."""
-    try:
-        return model.model_validate(raw)
-    except ValidationError as err:
-        first = err.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "<record>"
-        more = err.error_count() - 1
-        raise ValueError(f"{where}: field {field!r}: {first['msg']}" + (f" (and {more} more problems)" if more else "")) from None
 
 
 def _read_json(path: Path) -> Any:
@@ -152,11 +141,11 @@ def _texts(chat_file: Path) -> list[RawText]:
     seen: dict[str, int] = {}
     anchor = ""
     for b, raw_batch in enumerate(raw):
-        batch = _parse(_Batch, raw_batch, f"{chat_file}: batch {b}")
+        batch = parse_record(_Batch, raw_batch, f"{chat_file}: batch {b}")
         anchor = (batch.time_anchor or anchor).strip()
         for t, turn in enumerate(batch.turns):
             for m, raw_message in enumerate(turn):
-                message = _parse(_Message, raw_message, f"{chat_file}: batch {b} turn {t} message {m}")
+                message = parse_record(_Message, raw_message, f"{chat_file}: batch {b} turn {t} message {m}")
                 anchor = (message.time_anchor or anchor).strip()
                 content = _MARKER.sub("", message.content).strip()
                 if not content:
@@ -191,7 +180,7 @@ def _questions(questions_file: Path, conversation_id: str, known: set[str]) -> l
             raise ValueError(f"{questions_file}: {ability}: expected a list of questions, found {type(items).__name__}")
         for index, item in enumerate(items):
             where = f"{questions_file}: {ability}[{index}]"
-            probe = _parse(_Probe, item, where)
+            probe = parse_record(_Probe, item, where)
             answer = next((item[f] for f in ANSWER_FIELDS if isinstance(item.get(f), str) and item[f].strip()), None)
             if answer is None:
                 raise ValueError(f"{where}: no reference answer (one of the fields {', '.join(ANSWER_FIELDS)})")

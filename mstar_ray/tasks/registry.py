@@ -25,12 +25,16 @@ _LOADERS: dict[str, tuple[str, str]] = {
     "synthetic": ("mstar_ray.tasks.synthetic", "from_config"),
     "beam": ("mstar_ray.tasks.beam", "from_config"),
     "jsonl": ("mstar_ray.tasks.jsonl", "from_config"),
+    "healthbench": ("mstar_ray.tasks.healthbench", "from_config"),
+    "prbench": ("mstar_ray.tasks.prbench", "from_config"),
 }
 TASK_NAMES: tuple[str, ...] = tuple(_LOADERS)
 # Tasks made from files the user supplies (nothing of them is shipped): what ``data`` must point at.
 _DATA: dict[str, str] = {
     "beam": "the directory holding BEAM's chats (BEAM is not shipped)",
     "jsonl": "the directory holding your texts.jsonl and questions.jsonl",
+    "healthbench": "HealthBench's JSONL file (HealthBench is not shipped)",
+    "prbench": "a PRBench file, Parquet or JSONL (PRBench is not shipped)",
 }
 
 
@@ -41,13 +45,19 @@ class TaskConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: Literal[TASK_NAMES] = "synthetic"
-    seed: int = Field(0, description="synthetic: which generated world")
+    seed: int = Field(0, description="synthetic: which generated world; healthbench, prbench: which items are "
+                      "training texts")
     conversation: int = Field(0, ge=0, description="locomo, beam: which conversation (0-based)")
     data: str | None = Field(None, description="locomo: path to locomo10.json (else $MSTAR_LOCOMO_PATH); "
                              + "; ".join(f"{name}: {what} (required)" for name, what in _DATA.items()))
     size: Literal[BEAM_SIZES] = Field("100K", description="beam: conversation size")
     limit: int | None = Field(None, gt=0, description="at most this many items, spread over categories")
     categories: tuple[int, ...] | None = Field(None, description="locomo: its numeric categories (default 1-4)")
+    train_share: float = Field(0.5, gt=0, lt=1, description="healthbench, prbench: share of the items that may train "
+                               "(with a reference response) written into memory, per category; the others are evaluated")
+    only_categories: tuple[str, ...] | None = Field(
+        None, description="healthbench, prbench: only these categories (HealthBench themes without 'theme:', "
+        "PRBench fields: legal, finance)")
     granularity: Literal[GRANULARITIES] = Field(
         "session", description="one raw text per dialogue session (the paper's) or per turn; evidence names turns")
 

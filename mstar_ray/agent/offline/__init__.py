@@ -1,8 +1,9 @@
 """The offline task agent: a deterministic, rule-based stand-in for an LLM, with no network and no key.
 
-``OfflineBackend`` (``name = "offline"``) implements the four protocol steps with string rules only:
+``OfflineBackend`` (``name = "offline"``) implements the protocol steps with string rules only:
 schema fields are filled from cues in their names and types, questions are answered by picking the
-context sentence that best matches the question and cutting a short span out of it. It is not a
+context sentence that best matches the question and cutting a short span out of it, and a conversation
+gets the context sentences most related to it as its reply. It is not a
 language model and does not try to look like one; it exists so the whole search can run, be tested
 and be reproduced byte for byte without an API. Its answers still depend on what the memory returns,
 so a memory program that retrieves the evidence scores clearly better than one that does not.

@@ -1,4 +1,4 @@
-"""The offline backend: the four protocol steps over the rule modules, and what it counted."""
+"""The offline backend: the protocol steps over the rule modules, and what it counted."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 from mstar_ray.agent.offline.answer import IDK, answer_from_context
 from mstar_ray.agent.offline.extract import extract_item
 from mstar_ray.agent.offline.query import build_query
+from mstar_ray.agent.offline.respond import respond_from_context
 from mstar_ray.agent.offline.toolkit import toolkit_answer
 from mstar_ray.llm.usage import StepUsage
 from mstar_ray.program_schema import FieldSpec
@@ -14,7 +15,7 @@ from mstar_ray.program_schema import FieldSpec
 class OfflineBackend:
     """The deterministic, network-free task agent (``name = "offline"``); rules, not a model.
 
-    ``calls`` counts protocol steps served (``extract``/``query``/``answer``/``toolkit``) so callers
+    ``calls`` counts protocol steps served (``extract``/``query``/``answer``/``respond``/``toolkit``) so callers
     can report how much work a run did. Instructions are accepted for protocol compatibility but do
     not change behaviour: there is no model to instruct.
     """
@@ -22,7 +23,7 @@ class OfflineBackend:
     name = "offline"
 
     def __init__(self) -> None:
-        self.calls: dict[str, int] = {"extract": 0, "query": 0, "answer": 0, "toolkit": 0}
+        self.calls: dict[str, int] = {"extract": 0, "query": 0, "answer": 0, "respond": 0, "toolkit": 0}
 
     def extract_item(self, instruction: str, fields: list[FieldSpec], raw_text: str) -> dict[str, Any]:
         self.calls["extract"] += 1
@@ -39,6 +40,11 @@ class OfflineBackend:
         if not combined.strip():
             return IDK
         return answer_from_context(combined, question)
+
+    def respond(self, instruction: str, always_on: str, context: str, messages: list[dict[str, str]]) -> str:
+        self.calls["respond"] += 1
+        combined = "\n".join(part for part in (context or "", always_on or "") if part.strip())
+        return respond_from_context(combined, messages)
 
     def toolkit_completion(self, messages: list[dict[str, str]], step: str = "toolkit") -> str:
         self.calls["toolkit"] += 1
