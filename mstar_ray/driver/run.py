@@ -9,7 +9,8 @@ from mstar_ray.actors.wiring import probe_endpoints
 from mstar_ray.driver.progress import Progress
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.exit_codes import EXIT_ENDPOINT, EXIT_OK
-from mstar_ray.run_config import load_run_config, resolve_seeds
+from mstar_ray.driver.serving import RunServing
+from mstar_ray.run_config import check_served_models, load_run_config, resolve_seeds
 from mstar_ray.runlog import layout
 from mstar_ray.state.candidate import Seed
 from mstar_ray.tasks.registry import load_task
@@ -39,30 +40,44 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         config = load_run_config(config_path)
         seeds = [Seed(name=path.stem, source=path.read_text(encoding="utf-8"))
                  for path in resolve_seeds(config, config_path)]
+    check_served_models(config, config_path or run_dir)
     t = config.task
     task = load_task(t.name, conversation=t.conversation, limit=t.limit, data_path=t.data, seed=t.seed,
                      granularity=t.granularity, size=t.size)
     progress = Progress()
-    # Before anything is started or spent. The timeouts it measures are for this process's run only:
-    # config.yaml keeps the config as written, so a resume measures again (the machine may have changed).
-    measured = probe_endpoints(config.llm, progress.message)
-    directory = RunDir(run_dir)
-    if not resume:  # before config.yaml, which marks a run directory: a resumable run always has its seeds
-        directory.write_seeds(seeds)
-    directory.write_config(config)
-    config = config.model_copy(update={"llm": measured})
-    resources = connect(config, address)
-    progress.message(f"run directory {directory.path}; Ray: {resources.get('CPU', 0):g} CPUs")
-    driver = SearchDriver(config, seeds, task, directory, progress)
+    serving = RunServing(config, progress.message) if config.serve.models else None
     try:
-        result = driver.run(restored)
-    except FatalRunError as exc:
-        directory.event("stopped", detail=f"error: {exc}")
-        directory.close()
-        progress.message(f"error: {exc}\nfinished work is kept in {directory.path}")
-        return EXIT_ENDPOINT
+        llm = config.llm
+        if serving is not None:  # Ray first: the served models are deployed before any endpoint is probed
+            connect(config, address)
+            llm = serving.start(local_ray=not (address or config.ray.address))
+        # Before anything is started or spent. The timeouts it measures are for this process's run only:
+        # config.yaml keeps the config as written, so a resume measures again (the machine may have changed).
+        measured = probe_endpoints(llm, progress.message)
+        directory = RunDir(run_dir)
+        if not resume:  # before config.yaml, which marks a run directory: a resumable run always has its seeds
+            directory.write_seeds(seeds)
+        directory.write_config(config)
+        config = config.model_copy(update={"llm": measured})
+        resources = connect(config, address)
+        progress.message(f"run directory {directory.path}; Ray: {resources.get('CPU', 0):g} CPUs")
+        if serving is not None:
+            serving.log_to(directory)
+        driver = SearchDriver(config, seeds, task, directory, progress,
+                              watch=serving.watch if serving else None, held=serving.held() if serving else None)
+        try:
+            result = driver.run(restored)
+        except FatalRunError as exc:
+            directory.event("stopped", detail=f"error: {exc}")
+            _stop(serving)
+            directory.close()
+            progress.message(f"error: {exc}\nfinished work is kept in {directory.path}")
+            return EXIT_ENDPOINT
+        _stop(serving)
     finally:
+        _stop(serving)
         ray.shutdown()
+
     def described(member) -> dict:
         test = result.tests.get(member.id)
         return {"id": member.id, "origin": member.origin, "commit_message": member.commit_message,
@@ -87,3 +102,9 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     directory.close()
     print(json.dumps(summary, indent=1))
     return EXIT_OK
+
+
+def _stop(serving: RunServing | None) -> None:
+    """Shut the served models down (or keep them), once, whichever way the run ends."""
+    if serving is not None:
+        serving.stop()
