@@ -9,7 +9,7 @@ from mstar_ray.actors.wiring import probe_endpoints
 from mstar_ray.driver.progress import Progress
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.exit_codes import EXIT_ENDPOINT, EXIT_OK
-from mstar_ray.driver.serving import RunServing
+from mstar_ray.llm.errors import EndpointError
 from mstar_ray.run_config import check_served_models, load_run_config, resolve_seeds
 from mstar_ray.runlog import layout
 from mstar_ray.state.candidate import Seed
@@ -45,7 +45,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     task = load_task(t.name, conversation=t.conversation, limit=t.limit, data_path=t.data, seed=t.seed,
                      granularity=t.granularity, size=t.size)
     progress = Progress()
-    serving = RunServing(config, progress.message) if config.serve.models else None
+    serving = _serving(config, progress) if config.serve.models else None
     try:
         llm = config.llm
         if serving is not None:  # Ray first: the served models are deployed before any endpoint is probed
@@ -104,7 +104,17 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     return EXIT_OK
 
 
-def _stop(serving: RunServing | None) -> None:
+def _serving(config, progress: Progress):
+    """The run's served models; Ray Serve is imported only by a run that has some (the ``serve`` extra)."""
+    try:
+        from mstar_ray.driver.serving import RunServing
+    except ImportError as exc:
+        raise EndpointError(f"serve.models needs Ray Serve, which is not installed ({exc}): pip install "
+                            "'mstar-ray[serve]'") from None
+    return RunServing(config, progress.message)
+
+
+def _stop(serving) -> None:
     """Shut the served models down (or keep them), once, whichever way the run ends."""
     if serving is not None:
         serving.stop()

@@ -135,6 +135,7 @@ class Serving:
 
     def _wait(self) -> list[ReplicaChange]:
         started = time.monotonic()
+        seen: list[ReplicaChange] = []
         while True:
             found = details()
             pending = []
@@ -148,8 +149,9 @@ class Serving:
                 if status != "RUNNING":
                     pending.append((index, model, app))
             new, self.replicas = self._changes(found)
+            seen += new
             if not pending:
-                return new
+                return seen
             if time.monotonic() - started > self.config.start_timeout_s:
                 self._delete_ours()
                 index, model, app = pending[0]
