@@ -90,8 +90,10 @@ class Serving:
                 self._reused |= {r.replica_id for d in app.deployments.values() for r in d.replicas}
             else:
                 if app is not None:
-                    self.say(f"serve.models[{index}] {model.name}: an application of that name with other settings "
-                             "is running; Serve replaces it")
+                    why = ("Serve LLM names its deployments itself, so a kept vllm application is not known to have "
+                           "these settings" if model.runtime == "vllm" else "it has other settings")
+                    self.say(f"serve.models[{index}] {model.name}: an application of that name is running ({why}); "
+                             "Serve replaces it")
                 targets.append(model)
             self._deployed.append(model.name)
         if targets:
@@ -99,9 +101,7 @@ class Serving:
         self._deploy([m for m in targets if m.runtime == "llama_cpp"])
         for model in targets:
             if model.runtime == "vllm":
-                from mstar_ray.serve import vllm
-
-                vllm.deploy(model, deployment_options(model))
+                self._deploy_vllm(model)
         started = self._wait()
         self.urls = {model.name: self._url(model) for model in self.config.models}
         return started
@@ -116,6 +116,17 @@ class Serving:
         targets = [serve.RunTarget(target=deployment(m, deployment_options(m)), name=m.name, route_prefix=f"/{m.name}")
                    for m in models]
         serve.run_many(targets, wait_for_ingress_deployment_creation=False, wait_for_applications_running=False)
+
+    def _deploy_vllm(self, model: ServedModel) -> None:
+        from mstar_ray.serve import vllm
+
+        index = self.config.models.index(model)
+        try:
+            vllm.deploy(model, deployment_options(model), timeout_s=self.config.start_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - whatever the GPU node's task raised, or its timeout
+            self._delete_ours()
+            raise ServeError(f"serve.models[{index}] ({model.name}): Ray Serve LLM could not deploy it from a GPU "
+                             f"node: {type(exc).__name__}: {exc}") from None
 
     def _check_fit(self, local_ray: bool, beside: dict[str, float]) -> None:
         nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]

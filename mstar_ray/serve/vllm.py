@@ -39,7 +39,7 @@ def _deploy_on_gpu_node(name: str, config: dict) -> None:
                    wait_for_ingress_deployment_creation=False, wait_for_applications_running=False)
 
 
-def deploy(model: ServedModel, options: dict) -> None:
-    """Hand the application to Serve from a GPU node; ``ray.get`` raises what the task raised there (vLLM
-    not installed on that node, a config Serve LLM refuses)."""
-    ray.get(_deploy_on_gpu_node.remote(model.name, llm_config(model, options)))
+def deploy(model: ServedModel, options: dict, *, timeout_s: float) -> None:
+    """Hand the application to Serve from a GPU node; raises what the task raised there (vLLM not installed
+    on that node, a config Serve LLM refuses), or ``GetTimeoutError`` when no GPU node came in ``timeout_s``."""
+    ray.get(_deploy_on_gpu_node.remote(model.name, llm_config(model, options)), timeout=timeout_s)
