@@ -8,7 +8,7 @@ The overhead is the median latency of a tiny request (one token, the same prompt
 cache answers it) through Serve's proxy to one replica, less the same request sent straight to the server
 started by hand. Absolute figures drift on a shared machine; the ratios are the figures.
 
-    .venv/bin/python scripts/bench_serve.py [--candidates 6] [--evaluators 2] [--calls 30]
+    .venv/bin/python scripts/bench_serve.py [--candidates 4] [--evaluators 2] [--calls 30]
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def throughput(url: str, sources: list[str], task: Task, evaluators: int) -> flo
             ray.get(done[0])
             idle.append(flights.pop(done[0]))
         wall = time.monotonic() - started
-        for actor in [*pool, cache, gateway]:
+        for actor in pool:
             ray.kill(actor)
     return len(sources) / wall * 60
 
@@ -99,7 +99,7 @@ def served(port: int, replicas: int) -> Serving:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--candidates", type=int, default=6)
+    parser.add_argument("--candidates", type=int, default=4)
     parser.add_argument("--texts", type=int, default=3)
     parser.add_argument("--questions", type=int, default=2)
     parser.add_argument("--evaluators", type=int, default=2, help="evaluations in flight (E)")

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import httpx
+import ray
 from ray import serve
 from starlette.requests import Request
 from starlette.responses import Response
@@ -27,8 +28,8 @@ from mstar_ray.serve.model_file import gguf_file
 
 READY_TIMEOUT_S = 300.0
 PORT_TRIES = 3
-# Headers the proxy sets itself for the body it sends on.
-_HOP_HEADERS = {"content-length", "transfer-encoding", "connection", "keep-alive", "date", "server"}
+# Headers of the forwarded request or answer that this hop or Serve's proxy sets itself.
+_OWN_HEADERS = {"content-length", "transfer-encoding", "connection", "keep-alive", "date", "server", "x-request-id"}
 _PR_SET_PDEATHSIG = 1
 
 
@@ -63,10 +64,7 @@ class LlamaCppReplica:
                 if attempt == PORT_TRIES - 1:
                     raise RuntimeError(f"llama.cpp could not bind a port in {PORT_TRIES} tries:\n{self._log_tail()}")
         self.client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{self.port}", timeout=None)
-        context = serve.get_replica_context()
-        self.replica_id = context.replica_id.unique_id
-        import ray
-
+        self.replica_id = serve.get_replica_context().replica_id.unique_id
         self.node_id = ray.get_runtime_context().get_node_id()
         self.ready_s = time.monotonic() - started
 
@@ -103,10 +101,10 @@ class LlamaCppReplica:
         prefix = request.scope.get("root_path", "")
         if prefix and path.startswith(prefix):
             path = path[len(prefix):]
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS | {"host"}}
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _OWN_HEADERS | {"host"}}
         upstream = await self.client.request(request.method, path or "/", params=request.query_params,
                                              content=await request.body(), headers=headers)
-        answer = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_HEADERS}
+        answer = {k: v for k, v in upstream.headers.items() if k.lower() not in _OWN_HEADERS}
         answer[REPLICA_HEADER], answer[NODE_HEADER] = self.replica_id, self.node_id
         return Response(content=upstream.content, status_code=upstream.status_code, headers=answer)
 
