@@ -73,7 +73,6 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
             directory.close()
             progress.message(f"error: {exc}\nfinished work is kept in {directory.path}")
             return EXIT_ENDPOINT
-        _stop(serving)
     finally:
         _stop(serving)
         ray.shutdown()
@@ -115,6 +114,7 @@ def _serving(config, progress: Progress):
 
 
 def _stop(serving) -> None:
-    """Shut the served models down (or keep them), once, whichever way the run ends."""
+    """Shut the served models down (or keep them) whichever way the run ends; a second call does nothing, so
+    the error path can do it before it closes the run directory's logs."""
     if serving is not None:
         serving.stop()
