@@ -13,6 +13,7 @@ from mstar_ray.config_file import ConfigError, load_yaml
 from mstar_ray.contract import ContractError, Violation, check_source
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.sandbox_host import SandboxLimits
+from mstar_ray.serve.config import ServeConfig
 from mstar_ray.tasks.registry import TaskConfig
 
 
@@ -85,16 +86,38 @@ class RunConfig(_Section):
     llm: LLMSettings = LLMSettings()
     sandbox: SandboxLimits = SandboxLimits()
     ray: RayConfig = RayConfig()
+    serve: ServeConfig = ServeConfig()
 
     @model_validator(mode="after")
     def _roles_present(self) -> RunConfig:
         if self.search.reflector == "llm" and self.llm.reflector is None:
             raise ValueError("search.reflector is 'llm' but llm.reflector is not configured")
+        served = [m.name for m in self.serve.models]
+        for role, name in self.llm.served().items():
+            if name not in served:
+                known = f"the serve section has {', '.join(served)}" if served else "the serve section has no models"
+                raise ValueError(f"llm.{role}.served: {name!r} is not a model of serve.models ({known})")
         return self
 
 
 def load_run_config(path: str | Path) -> RunConfig:
     return load_yaml(RunConfig, path)
+
+
+def check_served_models(config: RunConfig, config_path: str | Path) -> None:
+    """Every llama.cpp model file of the serve section exists here (the driver's machine; each replica looks
+    again on its node), before Ray starts: ``ConfigError`` naming each key that names a missing one."""
+    from mstar_ray.serve.model_file import gguf_file
+
+    problems = []
+    for index, model in enumerate(config.serve.models):
+        if model.runtime == "llama_cpp":
+            try:
+                gguf_file(model.model)
+            except FileNotFoundError as exc:
+                problems.append(f"serve.models[{index}].model ({model.name}): {exc}")
+    if problems:
+        raise ConfigError(f"{config_path}: " + "; ".join(problems))
 
 
 class SeedsBreakContract(ContractError):

@@ -6,9 +6,16 @@ from __future__ import annotations
 
 import http.server
 import json
+import socket
+import struct
 import threading
 import time
 from collections import deque
+
+
+# A scripted "failure" that answers nothing: the connection is dropped with a reset (RST) mid-request, as
+# when the process holding it dies.
+RESET = 0
 
 
 class ScriptedServer:
@@ -79,7 +86,11 @@ class ScriptedServer:
                         content = server.replies.popleft() if server.replies else server.reply
                 try:
                     time.sleep(server.latency_s)
-                    if failure is not None:
+                    if failure is not None and failure[0] == RESET:
+                        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                        self.close_connection = True
+                        self.connection.close()
+                    elif failure is not None:
                         status, headers = failure
                         self._send(status, {"error": {"message": f"scripted {status}", "type": "scripted"}}, headers)
                     elif self.path.endswith("/embeddings"):

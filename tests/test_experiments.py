@@ -25,3 +25,12 @@ def test_the_local_llm_experiment_needs_no_key_and_writes_functions() -> None:
     assert all(endpoint.api_key_env is None for endpoint in config.llm.endpoints().values())
     reflector = config.llm.reflector
     assert resolve_format(reflector.edit_format, reflector.model) == "function" and reflector.context_tokens
+
+
+def test_the_served_experiments_name_models_their_serve_sections_deploy() -> None:
+    gpu = load_run_config(next(p for p in EXPERIMENTS if p.stem == "cluster-gpu"))
+    [model] = gpu.serve.models
+    assert model.runtime == "vllm" and model.resources.gpus >= 1 and gpu.llm.task.served == model.name
+    local = load_run_config(next(p for p in EXPERIMENTS if p.stem == "local-served"))
+    assert [m.runtime for m in local.serve.models] == ["llama_cpp"] and local.llm.task.served == "smollm2"
+    assert local.serve.models[0].n_threads == 1 and not local.serve.keep

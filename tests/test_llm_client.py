@@ -20,7 +20,7 @@ from mstar_ray.llm.limits import EndpointLimit, LimitTable
 from mstar_ray.llm.retry import RetryPolicy, parse_retry_after
 from mstar_ray.runlog import read_rows
 from tests.llm_server import free_port
-from tests.scripted_server import ScriptedServer
+from tests.scripted_server import RESET, ScriptedServer
 
 HI = [{"role": "user", "content": "hi"}]
 
@@ -55,6 +55,20 @@ def test_retries_used_up_give_one_clear_error():
     message = str(caught.value)
     assert "after 3 attempt(s)" in message and "HTTP 503" in message and server.base_url in message
     assert server.requests == 3
+
+
+def test_what_a_dying_served_replica_answers_is_retried(caplog):
+    """A replica that dies mid-request: Serve's proxy answers 500 for the call it had, 503 while no replica can
+    take one, a gateway in front 502; a process that dies holding the connection resets it."""
+    with ScriptedServer() as server:
+        for status in (500, 502, 503, RESET):
+            server.fail_next(1, status)
+        with caplog.at_level(logging.WARNING, logger="mstar_ray.llm"):
+            completion = client_for(server.base_url).complete(HI, step="answer")
+    assert completion.text == '{"answer": "ok"}' and completion.retries == 4 and server.requests == 5
+    warnings = [r.getMessage() for r in caplog.records]
+    assert [next((code for code in ("HTTP 500", "HTTP 502", "HTTP 503", "connection failed") if code in w), w)
+            for w in warnings] == ["HTTP 500", "HTTP 502", "HTTP 503", "connection failed"]
 
 
 def test_a_client_error_is_not_retried():

@@ -9,7 +9,8 @@ from mstar_ray.actors.wiring import probe_endpoints
 from mstar_ray.driver.progress import Progress
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.exit_codes import EXIT_ENDPOINT, EXIT_OK
-from mstar_ray.run_config import load_run_config, resolve_seeds
+from mstar_ray.llm.errors import EndpointError
+from mstar_ray.run_config import check_served_models, load_run_config, resolve_seeds
 from mstar_ray.runlog import layout
 from mstar_ray.state.candidate import Seed
 from mstar_ray.tasks.registry import task_from_config
@@ -39,28 +40,41 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         config = load_run_config(config_path)
         seeds = [Seed(name=path.stem, source=path.read_text(encoding="utf-8"))
                  for path in resolve_seeds(config, config_path)]
+    check_served_models(config, config_path or run_dir)
     task = task_from_config(config.task)
     progress = Progress()
-    # Before anything is started or spent. The timeouts it measures are for this process's run only:
-    # config.yaml keeps the config as written, so a resume measures again (the machine may have changed).
-    measured = probe_endpoints(config.llm, progress.message)
-    directory = RunDir(run_dir)
-    if not resume:  # before config.yaml, which marks a run directory: a resumable run always has its seeds
-        directory.write_seeds(seeds)
-    directory.write_config(config)
-    config = config.model_copy(update={"llm": measured})
-    resources = connect(config, address)
-    progress.message(f"run directory {directory.path}; Ray: {resources.get('CPU', 0):g} CPUs")
-    driver = SearchDriver(config, seeds, task, directory, progress)
+    serving = _serving(config, progress) if config.serve.models else None
     try:
-        result = driver.run(restored)
-    except FatalRunError as exc:
-        directory.event("stopped", detail=f"error: {exc}")
-        directory.close()
-        progress.message(f"error: {exc}\nfinished work is kept in {directory.path}")
-        return EXIT_ENDPOINT
+        llm = config.llm
+        if serving is not None:  # Ray first: the served models are deployed before any endpoint is probed
+            connect(config, address)
+            llm = serving.start(local_ray=not (address or config.ray.address))
+        # Before anything is started or spent. The timeouts it measures are for this process's run only:
+        # config.yaml keeps the config as written, so a resume measures again (the machine may have changed).
+        measured = probe_endpoints(llm, progress.message)
+        directory = RunDir(run_dir)
+        if not resume:  # before config.yaml, which marks a run directory: a resumable run always has its seeds
+            directory.write_seeds(seeds)
+        directory.write_config(config)
+        config = config.model_copy(update={"llm": measured})
+        resources = connect(config, address)
+        progress.message(f"run directory {directory.path}; Ray: {resources.get('CPU', 0):g} CPUs")
+        if serving is not None:
+            serving.log_to(directory)
+        driver = SearchDriver(config, seeds, task, directory, progress,
+                              watch=serving.watch if serving else None, held=serving.held() if serving else None)
+        try:
+            result = driver.run(restored)
+        except FatalRunError as exc:
+            directory.event("stopped", detail=f"error: {exc}")
+            _stop(serving)
+            directory.close()
+            progress.message(f"error: {exc}\nfinished work is kept in {directory.path}")
+            return EXIT_ENDPOINT
     finally:
+        _stop(serving)
         ray.shutdown()
+
     def described(member) -> dict:
         test = result.tests.get(member.id)
         return {"id": member.id, "origin": member.origin, "commit_message": member.commit_message,
@@ -86,3 +100,20 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     directory.close()
     print(json.dumps(summary, indent=1))
     return EXIT_OK
+
+
+def _serving(config, progress: Progress):
+    """The run's served models; Ray Serve is imported only by a run that has some (the ``serve`` extra)."""
+    try:
+        from mstar_ray.driver.serving import RunServing
+    except ImportError as exc:
+        raise EndpointError(f"serve.models needs Ray Serve, which is not installed ({exc}): pip install "
+                            "'mstar-ray[serve]'") from None
+    return RunServing(config, progress.message)
+
+
+def _stop(serving) -> None:
+    """Shut the served models down (or keep them) whichever way the run ends; a second call does nothing, so
+    the error path can do it before it closes the run directory's logs."""
+    if serving is not None:
+        serving.stop()

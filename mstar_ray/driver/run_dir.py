@@ -79,6 +79,13 @@ class RunDir:
         self._log("events").append(EventRow(kind=kind, candidate=candidate, iteration=iteration, actor=actor,
                                             node_id=node_id, detail=detail, work=work, purpose=purpose))
 
+    def replica(self, change) -> None:
+        """A served model's replica started, stopped serving or was shut down (a ``serve.replicas.ReplicaChange``)."""
+        record = change.record
+        self._log("events").append(EventRow(kind=change.kind, work="replica", purpose=record.app,
+                                            actor=record.replica_id, node_id=record.node_id, detail=change.detail,
+                                            data=record.model_dump_json()))
+
     def record(self, transition: Transition, *, node_id: str | None = None) -> None:
         """One search transition as one events row, which a resume replays (``mstar_ray.state.replay``)."""
         candidate = getattr(transition, "candidate", None)

@@ -6,6 +6,7 @@ and ``live.json`` current, and at the end confirms, tests and maps the populatio
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import ray
@@ -53,8 +54,13 @@ class RunResult:
 
 
 class SearchDriver:
-    def __init__(self, config: RunConfig, seeds: list[Seed], task: Task, run_dir: RunDir, progress: Progress):
+    def __init__(self, config: RunConfig, seeds: list[Seed], task: Task, run_dir: RunDir, progress: Progress, *,
+                 watch: Callable[[], None] | None = None, held: dict[str, float] | None = None):
+        """``watch``: called every turn of the loop (the served models' replicas, ``driver.serving``); ``held``:
+        resources of the cluster that those replicas hold, which evaluators cannot have."""
         self.config = config
+        self.watch = watch
+        self.held = held or {}
         self.seeds = seeds
         self.task = task
         self.run_dir = run_dir
@@ -81,7 +87,7 @@ class SearchDriver:
         else:
             self.run_dir.write_split(self.plan.split)
         self.board, self.board_name = start_progress_board()
-        resources = ray.cluster_resources()
+        resources = {name: total - self.held.get(name, 0.0) for name, total in ray.cluster_resources().items()}
         evaluators = pool_size(cfg.search.evaluations_in_flight, cfg.ray.evaluator_cpus, resources,
                                cfg.ray.evaluator_resources)
         spare = resources.get("CPU", 0) - (0 if cfg.ray.evaluator_resources else evaluators * cfg.ray.evaluator_cpus)
@@ -131,6 +137,8 @@ class SearchDriver:
     def _refresh(self, *, show: bool = True, jobs: list[EvalJob] | None = None) -> None:
         """Counts, cost and each evaluation's own progress (``jobs``: those in flight, default the search's)
         into the live line, and into ``live.json`` for ``status``."""
+        if self.watch is not None:
+            self.watch()
         snapshot = self.gateway.snapshot()
         self.state.cost_usd, self.state.tokens = snapshot.total.cost_usd, snapshot.total.tokens
         running = self.pool.running()

@@ -16,6 +16,7 @@ from mstar_ray.results import stage_totals
 from mstar_ray.search.population import Member
 from mstar_ray.search.selection import Incumbent, replay
 from mstar_ray.search.split import Split
+from mstar_ray.serve.replicas import ReplicaRecord
 from mstar_ray.state.replay import restore
 from mstar_ray.state.search_state import SearchState
 
@@ -85,6 +86,34 @@ def _memory_line(run_dir: Path) -> str | None:
             f"evidence), holding {split.static_evidence:.0%} of the static questions' evidence")
 
 
+def _serving_lines(run_dir: Path, calls) -> list[str]:
+    """Each served model's replicas from the events log: where each ran, how long it took to start, how many
+    calls it answered (``llm_calls.served_by``), and whether it is healthy, was lost mid-run or shut down."""
+    replicas: dict[str, tuple[str, ReplicaRecord]] = {}  # by replica id: its last event's kind, its record
+    for event in read_rows(run_dir, "events"):
+        if event.work == "replica" and event.data:
+            record = ReplicaRecord.model_validate_json(event.data)
+            first = replicas.get(record.replica_id, (None, record))[1]
+            replicas[record.replica_id] = (event.kind, first if first.ready_s is not None else record)
+    answered: dict[str, int] = {}
+    for call in calls:
+        if call.served_by:
+            answered[call.served_by] = answered.get(call.served_by, 0) + 1
+    state = {"started": "healthy", "failed": "lost mid-run", "finished": "shut down"}
+    lines = []
+    for app in sorted({record.app for _, record in replicas.values()}):
+        mine = [(kind, r) for kind, r in replicas.values() if r.app == app]
+        counts = {state[kind]: sum(k == kind for k, _ in mine) for kind in state}
+        shown = ", ".join(f"{n} {what}" for what, n in counts.items() if n)
+        lines.append(f"serving   {app}: {len(mine)} replicas ({shown}; Serve restarts a lost one)"
+                     if counts["lost mid-run"] else f"serving   {app}: {len(mine)} replicas ({shown})")
+        for kind, r in sorted(mine, key=lambda item: item[1].started_at):
+            took = "kept from an earlier run" if r.reused else (f"up in {r.ready_s:.1f} s" if r.ready_s is not None else "")
+            lines.append(f"          replica {r.replica_id} on node {r.node_id[:8]} ({r.node_ip}) {took}, "
+                         f"{answered.get(r.replica_id, 0)} calls answered, {state.get(kind, kind)}")
+    return lines
+
+
 def status_text(run_dir: Path) -> str:
     config = _config(run_dir)
     state = restore(run_dir)
@@ -130,6 +159,7 @@ def status_text(run_dir: Path) -> str:
     lines.append(f"cost      ${cost:.4f}, {tokens} tokens{rate}"
                  + (f"; attribution's oracle reads ${sum(c.cost_usd for c in oracle):.4f} in {len(oracle)} requests"
                     if oracle else ""))
+    lines += _serving_lines(run_dir, calls)
     if summary_path.exists():
         summary = json.loads(summary_path.read_text())
         lines.append(f"test      best {summary['best'].get('test_score')} · best seed {summary['best_seed'].get('test_score')} "

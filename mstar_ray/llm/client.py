@@ -97,6 +97,7 @@ class LLMClient:
             call = self.gateway.settle(lease, CallLog(
                 role=self.role, model=self.model, step=step, prompt_tokens=completion.prompt_tokens,
                 completion_tokens=completion.completion_tokens, latency_s=completion.seconds, retries=attempt,
+                served_by=completion.served_by,
             ))
             self._count(step, tokens=(completion.prompt_tokens, completion.completion_tokens))
             return completion.model_copy(update={"retries": attempt}), call

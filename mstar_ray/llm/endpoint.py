@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 import openai
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mstar_ray.llm.errors import EndpointError
 from mstar_ray.llm.retry import parse_retry_after
@@ -23,13 +23,19 @@ UNMEASURED_TIMEOUT_S = 60.0
 # One attempt of the start-up check: a server that accepts the connection but says nothing for this long
 # is busy (a single-slot llama.cpp server finishing an earlier request), and is asked again.
 PING_S = 15.0
+# A model the run serves itself (``mstar_ray.serve``) says in every answer which replica, on which node, wrote
+# it; the call's record keeps the replica.
+REPLICA_HEADER = "x-mstar-replica"
+NODE_HEADER = "x-mstar-node"
 
 
 class EndpointConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    base_url: str = Field(description="e.g. https://api.openai.com/v1 or http://127.0.0.1:8080/v1")
-    model: str
+    base_url: str | None = Field(None, description="e.g. https://api.openai.com/v1 or http://127.0.0.1:8080/v1")
+    model: str | None = Field(None, description="the model name the endpoint serves; with served, that model's name")
+    served: str | None = Field(None, description="instead of base_url: a model of the run config's serve section, "
+                               "deployed by the run (mstar_ray.serve)")
     api_key_env: str | None = Field(None, description="name of the environment variable holding the key; none for keyless servers")
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(256, gt=0)
@@ -43,6 +49,28 @@ class EndpointConfig(BaseModel):
     max_concurrency: int | None = Field(None, gt=0, description="requests in flight at once, across the whole run")
     requests_per_minute: int | None = Field(None, gt=0, description="requests started per minute, across the whole run")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_address(cls, data):
+        if not isinstance(data, dict):
+            return data
+        if data.get("served") is not None:
+            if data.get("base_url") is not None:
+                raise ValueError("give base_url or served, not both")
+            if data.get("model") not in (None, data["served"]):
+                raise ValueError(f"a served role asks for the model by the name it is served under: leave model out "
+                                 f"(or set it to {data['served']!r})")
+            return {**data, "model": data["served"]}
+        if data.get("base_url") is None:
+            raise ValueError("give base_url (an endpoint) or served (a model of the serve section)")
+        if data.get("model") is None:
+            raise ValueError("model is required with base_url")
+        return data
+
+    def at(self, base_url: str) -> EndpointConfig:
+        """This role's settings, calling ``base_url`` (where its served model was deployed)."""
+        return self.model_copy(update={"base_url": base_url, "served": None})
+
     @property
     def request_timeout_s(self) -> float:
         return self.timeout_s if self.timeout_s is not None else UNMEASURED_TIMEOUT_S
@@ -50,7 +78,8 @@ class EndpointConfig(BaseModel):
     @property
     def endpoint_key(self) -> str:
         """Roles that share a server and model share its limits."""
-        return f"{self.base_url.rstrip('/')}#{self.model}"
+        where = self.base_url.rstrip("/") if self.base_url else f"served:{self.served}"
+        return f"{where}#{self.model}"
 
 
 class Completion(BaseModel):
@@ -60,6 +89,7 @@ class Completion(BaseModel):
     seconds: float = 0.0
     cached: bool = False
     retries: int = 0
+    served_by: str | None = None  # the replica that answered (REPLICA_HEADER), for a model the run serves
 
 
 class CallFailure(Exception):
@@ -78,6 +108,9 @@ class ChatEndpoint:
     def __init__(self, role: str, config: EndpointConfig):
         self.role = role
         self.config = config
+        if config.base_url is None:
+            raise EndpointError(f"role {role!r} names the served model {config.served!r}, which only a run deploys "
+                                "(mstar-ray run with a serve section); give base_url to call an endpoint directly")
         key = "not-needed"
         if config.api_key_env:
             key = os.environ.get(config.api_key_env, "")
@@ -130,7 +163,8 @@ class ChatEndpoint:
         timeout = timeout_s or self.config.request_timeout_s
         started = time.monotonic()
         try:
-            response = self._client.with_options(timeout=timeout).chat.completions.create(**body)
+            raw = self._client.with_options(timeout=timeout).chat.completions.with_raw_response.create(**body)
+            response = raw.parse()
         except openai.APITimeoutError:
             raise CallFailure(f"timed out after {timeout:g} s", retryable=True, timed_out=True) from None
         except openai.APIConnectionError as exc:
@@ -150,6 +184,7 @@ class ChatEndpoint:
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
             seconds=time.monotonic() - started,
+            served_by=raw.headers.get(REPLICA_HEADER),
         )
 
 

@@ -75,6 +75,15 @@ class LLMSettings(BaseModel):
             found["toolkit"] = found["task"]
         return found
 
+    def served(self) -> dict[str, str]:
+        """The served model each role names (``served: NAME``), by role as configured."""
+        return {role: getattr(self, role).served for role in ROLES
+                if getattr(self, role) is not None and getattr(self, role).served is not None}
+
+    def at_served(self, urls: dict[str, str]) -> LLMSettings:
+        """These settings with every served role calling where its model was deployed (``urls`` by name)."""
+        return self.model_copy(update={role: getattr(self, role).at(urls[name]) for role, name in self.served().items()})
+
     def limits(self) -> dict[str, EndpointLimit]:
         """One limit per endpoint (server and model), the strictest any role asks for."""
         merged: dict[str, EndpointLimit] = {}

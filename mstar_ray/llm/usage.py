@@ -42,3 +42,4 @@ class CallLog(BaseModel):
     cache_hit: bool = False
     cost_usd: float = 0.0  # set by ``llm.ledger.Ledger.record``, the one place a cost is computed
     retries: NonNegativeInt = 0
+    served_by: str | None = None  # the replica of a model the run serves that answered (mstar_ray.serve)

