@@ -1,4 +1,4 @@
-"""The task agent's model, as the fixed protocol (SPEC section 3) needs it: four steps, nothing else.
+"""The task agent's model, as the fixed protocol (SPEC section 3) and its families need it: its steps, nothing else.
 
 An implementation is either the offline backend (``mstar_ray.agent.offline``), deterministic and
 network-free, or a real LLM client that turns each step into a chat prompt.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from mstar_ray.families.turn import Choice, Turn
 from mstar_ray.llm.usage import StepUsage
 from mstar_ray.program_schema import FieldSpec
 
@@ -23,6 +24,10 @@ class AgentBackend(Protocol):
 
     def answer(self, instruction: str, always_on: str, context: str, question: str) -> str:
         """Answer the question from the memory's context."""
+
+    def act(self, instruction: str, always_on: str, context: str, turn: Turn) -> Choice:
+        """Pick an episode's next action, one of ``turn.actions``, from the memory's context (read once, at the
+        episode's start) and what the episode has shown so far (the episode family's actor step)."""
 
     def toolkit_completion(self, messages: list[dict[str, str]]) -> str:
         """Serve one ``toolkit.llm_completion(messages)`` call made by a memory program."""

@@ -5,12 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from mstar_ray.agent.actions import explore, match_reply
+from mstar_ray.families.turn import Choice, Turn
 from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.structured import conform, fallback, parse_json_object
 from mstar_ray.llm.usage import StepUsage
 from mstar_ray.program_schema import FieldSpec
 
 ANSWER_MAX_TOKENS = 64
+# An action is a short phrase; a longer reply is the model talking, and costs every step of every episode.
+ACT_MAX_TOKENS = 24
+ACT_HISTORY_STEPS = 8  # the most recent steps of the episode shown in each actor prompt
+ACT_OBSERVATION_CHARS = 400  # each earlier observation, cut to this (the current one is shown whole)
 
 
 def _schema_lines(fields: list[FieldSpec]) -> str:
@@ -31,7 +37,7 @@ class LLMBackend:
         self.task = task
         self.toolkit = toolkit or task
         self.name = f"llm:{task.model}"
-        self.stats: dict[str, int] = {"json_retries": 0, "json_fallbacks": 0}
+        self.stats: dict[str, int] = {"json_retries": 0, "json_fallbacks": 0, "act_unmatched": 0}
 
     def usage(self) -> dict[str, StepUsage]:
         merged = self.task.usage()
@@ -84,6 +90,31 @@ class LLMBackend:
         messages = [{"role": "user", "content": prompt}]
         reply = self.task.complete(messages, step="answer", max_tokens=ANSWER_MAX_TOKENS).text
         return reply.strip().splitlines()[0].strip() if reply.strip() else ""
+
+    def act(self, instruction: str, always_on: str, context: str, turn: Turn) -> Choice:
+        """One chat call per step. The reply is matched to an admissible action (exactly, by containing one,
+        or by words: ``actions.match_reply``); a reply that matches none is counted in ``stats`` and the step
+        takes the fixed exploration's action instead, with a note in the episode's trace saying so."""
+        recent = turn.history[-ACT_HISTORY_STEPS:]
+        steps = "\n".join(f"> {action}\n{observation.strip()[:ACT_OBSERVATION_CHARS]}" for action, observation in recent)
+        parts = [
+            always_on.strip(),
+            f"Memory:\n{context}" if context else "Memory: (empty)",
+            instruction,
+            f"Goal: {turn.goal}",
+            f"Your last {len(recent)} of {len(turn.history)} steps:\n{steps}" if recent else "No steps taken yet.",
+            f"Now: {turn.observation.strip()}",
+            f"{turn.inventory}" if turn.inventory else "",
+            "Admissible actions:\n" + "\n".join(f"- {action}" for action in turn.actions),
+            "Reply with exactly one admissible action and nothing else.\nAction:",
+        ]
+        messages = [{"role": "user", "content": "\n\n".join(part for part in parts if part)}]
+        reply = self.task.complete(messages, step="act", max_tokens=ACT_MAX_TOKENS).text
+        action, how = match_reply(reply, turn.actions)
+        if action is None:
+            self.stats["act_unmatched"] += 1
+            return Choice(explore(turn), f"the model replied {reply.strip()[:80]!r}, no admissible action: explored")
+        return Choice(action, "" if how == "exact" else f"the model replied {reply.strip()[:80]!r}")
 
     def toolkit_completion(self, messages: list[dict[str, str]]) -> str:
         return self.toolkit.complete(messages, step="toolkit").text

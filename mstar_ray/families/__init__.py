@@ -20,6 +20,7 @@ from mstar_ray.families.base import Family
 # for only by the runs that use it.
 _FAMILIES: dict[str, tuple[str, str]] = {
     "qa": ("mstar_ray.families.qa", "QuestionAnswering"),
+    "episode": ("mstar_ray.families.episode", "Episodes"),
 }
 FAMILY_NAMES: tuple[str, ...] = tuple(_FAMILIES)
 _made: dict[str, Family] = {}
