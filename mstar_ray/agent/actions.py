@@ -102,9 +102,8 @@ def match_reply(reply: str, actions: tuple[str, ...]) -> tuple[str | None, str]:
     ignoring case), ``named`` (the reply contains one: the longest), ``words`` (the most alike by words), or
     (None, ``none``)."""
     lines = [line for line in reply.splitlines() if line.strip()]
-    first = _LEAD.sub("", lines[0] if lines else "")
-    first = re.sub(r"^(?:action|next action|answer)\s*:\s*", "", first.strip(), flags=re.IGNORECASE)
-    first = first.strip().rstrip(".!\"'`").strip().lower()
+    first = re.sub(r"^\s*(?:action|next action|answer)\s*:\s*", "", lines[0] if lines else "", flags=re.IGNORECASE)
+    first = _LEAD.sub("", first).strip().rstrip(".!\"'`").strip().lower()
     by_lower = {action.lower(): action for action in actions}
     if first in by_lower:
         return by_lower[first], "exact"

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from mstar_ray.envs.base import EnvDataMissing, EnvUnavailable, GameSpec, Observation
 
-INSTALL = ("ALFWorld is not installed: pip install 'alfworld>=0.3' (it brings TextWorld), then fetch its data "
-           "with alfworld-download on a machine with internet")
+INSTALL = ("ALFWorld is not installed: pip install 'alfworld>=0.3' (it brings TextWorld); its data comes from "
+           "alfworld-download on a machine with internet, given here as the task's data or $ALFWORLD_DATA")
 FOLDS = ("train", "valid_seen", "valid_unseen")
 GAMES_DIR = "json_2.1.1"
 GAME_FILE = "game.tw-pddl"
@@ -53,6 +53,24 @@ def _solvable(game_file: Path) -> bool:
         return False
 
 
+def fold_games(data: str | None, fold: str) -> list[str]:
+    """The solvable games of ``fold``, as paths under the data folder, sorted (as ALFWorld's own loader finds them,
+    without its package: only files are read)."""
+    if fold not in FOLDS:
+        raise ValueError(f"ALFWorld has no fold {fold!r}; its folds are {', '.join(FOLDS)}")
+    folder = data_dir(data)
+    found = []
+    for trial in sorted((folder / GAMES_DIR / fold).glob(f"*/*/{GAME_FILE}")):
+        # ALFWorld's own loader leaves out the movable-receptacle and sliced-object tasks, as do we.
+        if "movable" in str(trial) or "Sliced" in str(trial) or not (trial.parent / "traj_data.json").is_file():
+            continue
+        if _solvable(trial):
+            found.append(trial.relative_to(folder).as_posix())
+    if not found:
+        raise EnvDataMissing(f"no solvable ALFWorld game under {folder / GAMES_DIR / fold}")
+    return found
+
+
 class ALFWorld:
     def __init__(self) -> None:
         require()
@@ -61,19 +79,7 @@ class ALFWorld:
         self.expert: str | None = None
 
     def games(self, game: GameSpec) -> list[str]:
-        if game.fold not in FOLDS:
-            raise ValueError(f"ALFWorld has no fold {game.fold!r}; its folds are {', '.join(FOLDS)}")
-        folder = data_dir(game.data)
-        found = []
-        for trial in sorted((folder / GAMES_DIR / game.fold).glob(f"*/*/{GAME_FILE}")):
-            # ALFWorld's own loader leaves out the movable-receptacle and sliced-object tasks, as do we.
-            if "movable" in str(trial) or "Sliced" in str(trial) or not (trial.parent / "traj_data.json").is_file():
-                continue
-            if _solvable(trial):
-                found.append(str(trial.relative_to(folder)))
-        if not found:
-            raise EnvDataMissing(f"no solvable ALFWorld game under {folder / GAMES_DIR / game.fold}")
-        return found
+        return fold_games(game.data, game.fold)
 
     def reset(self, game: GameSpec) -> Observation:
         import textworld

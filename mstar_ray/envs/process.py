@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from mstar_ray.envs import require
 from mstar_ray.envs.base import (
@@ -149,12 +149,17 @@ class EnvProcess:
         try:
             self._proc.stdin.write((json.dumps({"op": op, "args": args}) + "\n").encode())
             self._proc.stdin.flush()
-            reply = json.loads(self._read_line(deadline))
+            line = self._read_line(deadline)
         except BrokenPipeError:
-            self._broke(f"its process died before {what}", hung=False)
+            self._broke(f"its process died before {what}", died=True)
         except _NoAnswer as no:
-            self._broke(f"it did not answer {what} within {deadline:g} s" if no.hung else f"its process died during {what}",
-                        hung=no.hung)
+            if no.hung:
+                self._broke(f"it did not answer {what} within {deadline:g} s; it was killed", hung=True)
+            self._broke(f"its process died during {what}", died=True)
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            self._broke(f"its reply to {what} was not JSON: {line[:200]!r}")
         if "value" in reply:
             self._answered, self._start_failures = True, 0
             return reply["value"]
@@ -162,27 +167,27 @@ class EnvProcess:
         if error == "unavailable":
             self._kill()
             raise EnvUnavailable(message)
-        self._answered = True  # it answered: the process works, the request was wrong
-        if error == "data":
-            raise EnvDataMissing(message)
-        if error == "input":
-            raise ValueError(message)
-        self._broke(f"its engine broke during {what}: {message}", hung=False)
+        if error in ("data", "input"):
+            self._answered = True  # the process works; the request was wrong
+            raise (EnvDataMissing if error == "data" else ValueError)(message)
+        self._broke(f"its engine broke during {what}: {message}")
 
-    def _broke(self, what: str, *, hung: bool) -> None:
-        """Kill the process (a fresh one starts on the next call) and raise what happened."""
+    def _broke(self, what: str, *, hung: bool = False, died: bool = False) -> NoReturn:
+        """Kill the process (a fresh one starts on the next call) and raise what happened; a process that died by
+        itself has its exit code and last output told."""
         started = self._answered
         code = self._kill()
-        tail = self._stderr_tail()
-        detail = (f"the {self.kind} environment failed: {what}" + ("" if hung or code is None else f" (exit code {code})")
-                  + (f"; its last output: {tail[-600:]}" if tail and not hung else ""))
+        detail = f"the {self.kind} environment failed: {what}"
+        if died:
+            tail = self._stderr_tail()
+            detail += f" (exit code {code})" + (f"; its last output: {tail[-600:]}" if tail else "")
         if not started:
             self._start_failures += 1
             if self._start_failures >= START_FAILURES_ALLOWED:
                 self._start_failures = 0
                 raise EnvUnavailable(f"{detail}; it failed to start {START_FAILURES_ALLOWED} times in a row, so this "
                                      "machine cannot run it")
-        raise (EnvHung if hung else EnvCrashed)(detail + ("; it was killed" if hung else ""))
+        raise (EnvHung if hung else EnvCrashed)(detail)
 
 
 def shared(kind: EnvKind) -> EnvProcess:

@@ -4,7 +4,7 @@ per line on stdin, one JSON reply per line on the reply channel (the original st
 Everything the engine prints goes to stderr (stdout is pointed there), so a reply line is never mixed with
 an engine's output. A reply is ``{"value": ...}`` or ``{"error": KIND, "message": ...}`` where KIND is
 ``unavailable`` (this machine cannot run the engine), ``data`` (its data is missing), ``input`` (a game or
-parameter the engine refuses) or ``failure`` (anything else: the engine broke). The process ends when its
+parameter the engine refuses) or ``failure`` (anything else: the engine did not start, or broke). The process ends when its
 parent does (stdin closes, or the parent is gone), taking its process group, the engine's JVM included.
 """
 
@@ -38,6 +38,19 @@ def serve(env: Environment, op: str, args: dict[str, Any]) -> Any:
     raise ValueError(f"unknown environment request {op!r}")
 
 
+class _StartFailed(Exception):
+    """The engine itself did not start (a JVM that cannot initialise, say): never the request's fault."""
+
+
+def _start(kind: str) -> Environment:
+    try:
+        return make(kind)
+    except EnvUnavailable:
+        raise
+    except Exception as exc:
+        raise _StartFailed(f"the engine could not start: {type(exc).__name__}: {exc}") from exc
+
+
 def _orphan_watch(parent: int) -> None:
     """A hung engine never reads stdin again, so its end-of-file cannot end us: watch the parent instead."""
     while os.getppid() == parent:
@@ -56,12 +69,14 @@ def main(argv: list[str] | None = None) -> int:
         request = json.loads(line)
         try:
             if env is None:
-                env = make(kind)
+                env = _start(kind)
             reply: dict[str, Any] = {"value": serve(env, request["op"], request.get("args", {}))}
         except EnvUnavailable as exc:
             reply = {"error": "unavailable", "message": str(exc)}
         except EnvDataMissing as exc:
             reply = {"error": "data", "message": str(exc)}
+        except _StartFailed as exc:
+            reply = {"error": "failure", "message": str(exc)}
         except ValueError as exc:
             reply = {"error": "input", "message": str(exc)}
         except Exception as exc:  # the engine broke: the caller kills this process and starts a fresh one

@@ -28,6 +28,10 @@ from mstar_ray.tasks.model import Item
 TRACE_OBSERVATION_CHARS = 300
 
 
+def _actions(count: int) -> str:
+    return f"{count} action" + ("" if count == 1 else "s")
+
+
 class Episodes:
     name = "episode"
     metric = "success"
@@ -77,7 +81,7 @@ class Episodes:
         history: list[tuple[str, str]] = []
         while not observation.done and len(history) < spec.step_limit:
             if not observation.actions:
-                return observation, f"failure: no admissible action after {len(history)} actions", None
+                return observation, f"failure: no admissible action after {_actions(len(history))}", None
             turn = Turn(goal=observation.goal, observation=observation.text, inventory=observation.inventory,
                         history=tuple(history), actions=tuple(observation.actions))
             choice = run.agent.act(run.response_instruction, run.always_on, context, turn)
@@ -86,11 +90,11 @@ class Episodes:
             try:
                 observation = env.step(choice.action, spec.step_timeout_s)
             except EnvFailure as exc:
-                return observation, f"failure: the environment broke after {len(history)} actions", f"environment: {exc}"
+                return observation, f"failure: the environment broke after {_actions(len(history))}", f"environment: {exc}"
             transcript.observe(observation.text)
             history.append((choice.action, observation.text))
         if observation.won:
-            return observation, f"success after {len(history)} actions", None
+            return observation, f"success after {_actions(len(history))}", None
         if observation.done:
-            return observation, f"failure: the game ended unwon after {len(history)} actions", None
+            return observation, f"failure: the game ended unwon after {_actions(len(history))}", None
         return observation, f"failure: the step limit ({spec.step_limit} actions) was reached", None
