@@ -83,3 +83,37 @@ def test_a_short_search_on_twc_end_to_end(tmp_path, capsys):
     assert "task      twc" in status and "(finished)" in status
     assert main(["report", str(run_dir)]) == 0
     assert (run_dir / "report.html").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_the_llm_actor_plays_every_step_through_the_runs_client(llm_server):
+    from mstar_ray.agent.evaluation import evaluate
+    from mstar_ray.agent.llm_backend import ACT_MAX_TOKENS, LLMBackend
+    from mstar_ray.embedding.hashing import HashingEmbedder
+    from mstar_ray.llm.cache import MemoryCache
+    from mstar_ray.llm.client import LLMClient
+    from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig
+    from mstar_ray.tasks.registry import load_task
+    from tests.conftest import seed_source
+
+    task = load_task("twc", train_games=2, validation_games=1, test_games=0, step_limit=3)
+    cache = MemoryCache()
+    config = EndpointConfig(base_url=llm_server.base_url, model=llm_server.model, max_tokens=96, max_retries=1)
+
+    def play():
+        client = LLMClient(ChatEndpoint("task", config), cache=cache)
+        backend = LLMBackend(client)
+        report = evaluate(seed_source("experience_learner"), task, backend, HashingEmbedder())
+        assert report.violation is None, report.violation
+        return report, backend, client.drain_calls()
+
+    report, backend, calls = play()
+    (result,) = report.results
+    acts = [call for call in calls if call.step == "act"]
+    assert report.calls["act"] == report.llm["act"].requests == len(acts) == 3  # no twc game is won in 3 actions
+    assert all(call.prompt_tokens > 0 and call.completion_tokens <= ACT_MAX_TOKENS for call in acts)
+    assert result.score == 0.0 and "step limit (3 actions)" in result.prediction
+    lines = [line for line in result.trace.splitlines() if line.startswith("ACTION: ")]
+    assert len(lines) == 3 and backend.stats["act_unmatched"] == sum("no admissible action: explored" in l for l in lines)
+    again, _, calls = play()  # the same requests: every one answered from the run's cache
+    assert again.llm["act"].cache_hits == 3 and not [call for call in calls if call.step == "act" and not call.cache_hit]

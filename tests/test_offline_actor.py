@@ -72,6 +72,7 @@ def test_a_models_reply_is_matched_to_an_admissible_action():
     assert match_reply("Action: > open drawer 1", actions) == ("open drawer 1", "exact")
     assert match_reply("I think I should open drawer 1 now", actions) == ("open drawer 1", "named")
     assert match_reply("take the apple from the table", actions) == ("take apple 1 from table 1", "words")
+    assert match_reply("You go to the cabinet 2.", actions) == ("go to cabinet 2", "words")
     assert match_reply("I am not sure.", actions) == (None, "none")
     assert match_reply("", actions) == (None, "none")
 

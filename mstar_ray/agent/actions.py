@@ -111,9 +111,11 @@ def match_reply(reply: str, actions: tuple[str, ...]) -> tuple[str | None, str]:
     contained = [action for action in actions if re.search(rf"(?<!\w){re.escape(action.lower())}(?!\w)", low)]
     if contained:
         return max(contained, key=lambda action: (len(action), action)), "named"
+    # "You take the apple." names the action "take apple": a reply narrating it has a subject before its verb.
+    phrase = re.sub(r"^(?:i|you|we)\s+(?:will\s+|would\s+|should\s+)?", "", first)
     best_score, best = 0.0, None
     for action in actions:  # ties go to the first
-        score = similarity(action, first)
+        score = similarity(action, phrase)
         if score > best_score:
             best_score, best = score, action
     return (best, "words") if best is not None else (None, "none")
