@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from mstar_ray.contract import ContractError, check_source
+from mstar_ray.envs.base import EnvFailure, EnvUnavailable
 from mstar_ray.exit_codes import EXIT_BUDGET, EXIT_ENDPOINT, EXIT_INPUT, EXIT_OK, EXIT_PROGRAM
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
 from mstar_ray.sandbox_jail import LAYERS, SandboxStartError, SandboxUnavailable
@@ -418,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     except BudgetExceeded as exc:
         print(f"stopped: {exc}", file=sys.stderr)
         return EXIT_BUDGET
-    except (SandboxUnavailable, SandboxStartError) as exc:
+    except (SandboxUnavailable, SandboxStartError, EnvUnavailable, EnvFailure) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ENDPOINT
     except (FileNotFoundError, ValueError) as exc:

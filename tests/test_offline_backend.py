@@ -325,14 +325,14 @@ def test_toolkit_completion_edge_cases() -> None:
 
 def test_calls_are_counted_per_step() -> None:
     backend = OfflineBackend()
-    assert backend.calls == {"extract": 0, "query": 0, "answer": 0, "respond": 0, "toolkit": 0}
+    assert backend.calls == {"extract": 0, "query": 0, "answer": 0, "respond": 0, "toolkit": 0, "act": 0}
     backend.extract_item("", [F("content", "str")], PUPPY_LINE)
     backend.extract_item("", [F("content", "str")], LOCOMO_LINE)
     backend.build_query("", [F("query", "str")], "Where?")
     backend.answer("", "", "", "Where?")
     backend.toolkit_completion([])
     backend.respond("", "", "", [{"role": "user", "content": "Where?"}])
-    assert backend.calls == {"extract": 2, "query": 1, "answer": 1, "respond": 1, "toolkit": 1}
+    assert backend.calls == {"extract": 2, "query": 1, "answer": 1, "respond": 1, "toolkit": 1, "act": 0}
 
 
 _DETERMINISM_SCRIPT = r"""

@@ -1,5 +1,5 @@
 """The task agent's model, as the fixed protocol (SPEC section 3) and its task families need it: the four steps
-of question answering, and a full response to a conversation for rubric-graded tasks.
+of question answering, a full response to a conversation for rubric-graded tasks, and an episode's next action.
 
 An implementation is either the offline backend (``mstar_ray.agent.offline``), deterministic and
 network-free, or a real LLM client that turns each step into a chat prompt.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from mstar_ray.families.turn import Choice, Turn
 from mstar_ray.llm.usage import StepUsage
 from mstar_ray.program_schema import FieldSpec
 
@@ -28,6 +29,10 @@ class AgentBackend(Protocol):
     def respond(self, instruction: str, always_on: str, context: str, messages: list[dict[str, str]]) -> str:
         """Write the assistant's next message, in full, to a conversation (``role``/``content`` messages ending
         with the user's) from the memory's context."""
+
+    def act(self, instruction: str, always_on: str, context: str, turn: Turn) -> Choice:
+        """Pick an episode's next action, one of ``turn.actions``, from the memory's context (read once, at the
+        episode's start) and what the episode has shown so far (the episode family's actor step)."""
 
     def toolkit_completion(self, messages: list[dict[str, str]], step: str = "toolkit") -> str:
         """Serve one ``toolkit.llm_completion(messages)`` call made by a memory program."""

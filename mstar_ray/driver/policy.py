@@ -18,6 +18,7 @@ from collections.abc import Callable
 from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.families import family
+from mstar_ray.envs.base import EnvUnavailable
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
 from mstar_ray.reflect.reflector import Child, Discard
 from mstar_ray.reflect.request import ReflectionRequest, sample_cases
@@ -273,14 +274,15 @@ class SearchPolicy:
             self.retry.append(work)
 
     def _raised(self, done: Raised) -> None:
-        """A budget spent stops the run; an endpoint gone or a machine that cannot sandbox ends it; any other
-        error is the failure of that one candidate (or reflection), and the search goes on."""
+        """A budget spent stops the run; an endpoint gone, or a machine that cannot sandbox or cannot run the task's
+        environment, ends it; any other error is the failure of that one candidate (or reflection), and the search
+        goes on."""
         cause = done.error
         if isinstance(cause, BudgetExceeded):
             self.stop = StopReason("llm_budget", str(cause))
             self.progress.message(f"stopping: {cause}; the work in flight is abandoned, nothing half-written")
             return
-        if isinstance(cause, (EndpointError, SandboxUnavailable, SandboxStartError)):
+        if isinstance(cause, (EndpointError, SandboxUnavailable, SandboxStartError, EnvUnavailable)):
             raise FatalRunError(str(cause)) from None
         error = f"{type(cause).__name__}: {cause}"
         if done.work.kind == "evaluate":

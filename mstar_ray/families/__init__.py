@@ -21,6 +21,7 @@ from mstar_ray.families.base import Family
 _FAMILIES: dict[str, tuple[str, str]] = {
     "qa": ("mstar_ray.families.qa", "QuestionAnswering"),
     "rubric": ("mstar_ray.families.rubric", "RubricGraded"),
+    "episode": ("mstar_ray.families.episode", "Episodes"),
 }
 FAMILY_NAMES: tuple[str, ...] = tuple(_FAMILIES)
 _made: dict[str, Family] = {}

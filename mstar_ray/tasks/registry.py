@@ -27,6 +27,10 @@ _LOADERS: dict[str, tuple[str, str]] = {
     "jsonl": ("mstar_ray.tasks.jsonl", "from_config"),
     "healthbench": ("mstar_ray.tasks.healthbench", "from_config"),
     "prbench": ("mstar_ray.tasks.prbench", "from_config"),
+    "twc": ("mstar_ray.tasks.textworld", "twc"),
+    "cookingworld": ("mstar_ray.tasks.textworld", "cookingworld"),
+    "coin": ("mstar_ray.tasks.textworld", "coin"),
+    "alfworld": ("mstar_ray.tasks.alfworld", "from_config"),
 }
 TASK_NAMES: tuple[str, ...] = tuple(_LOADERS)
 # Tasks made from files the user supplies (nothing of them is shipped): what ``data`` must point at.
@@ -46,9 +50,10 @@ class TaskConfig(BaseModel):
 
     name: Literal[TASK_NAMES] = "synthetic"
     seed: int = Field(0, description="synthetic: which generated world; healthbench, prbench: which items are "
-                      "training texts")
+                      "training texts; episode tasks: which games")
     conversation: int = Field(0, ge=0, description="locomo, beam: which conversation (0-based)")
     data: str | None = Field(None, description="locomo: path to locomo10.json (else $MSTAR_LOCOMO_PATH); "
+                             "alfworld: its data folder (else $ALFWORLD_DATA); "
                              + "; ".join(f"{name}: {what} (required)" for name, what in _DATA.items()))
     size: Literal[BEAM_SIZES] = Field("100K", description="beam: conversation size")
     limit: int | None = Field(None, gt=0, description="at most this many items, spread over categories")
@@ -60,6 +65,16 @@ class TaskConfig(BaseModel):
         "PRBench fields: legal, finance)")
     granularity: Literal[GRANULARITIES] = Field(
         "session", description="one raw text per dialogue session (the paper's) or per turn; evidence names turns")
+    # Episode tasks (twc, cookingworld, coin, alfworld); sized so that a search runs in minutes on 2 cores.
+    train_games: int = Field(30, gt=0, description="episode tasks: expert transcripts written (train-fold games)")
+    validation_games: int = Field(20, gt=0, description="episode tasks: seen games the search plays")
+    test_games: int = Field(20, ge=0, description="episode tasks: held-out test games, as many seen as unseen")
+    game_params: str | None = Field(None, description="twc, cookingworld, coin: TextWorldExpress gameParams "
+                                    "(default: the game's small world, mstar_ray/tasks/textworld.py)")
+    step_limit: int | None = Field(None, gt=0, description="episode tasks: actions before an episode fails "
+                                   "(default: the game's)")
+    step_timeout_s: float = Field(30.0, gt=0, description="episode tasks: an environment call slower than this is a "
+                                  "hang: its process is killed and the episode fails")
 
     @model_validator(mode="after")
     def _data_given(self) -> TaskConfig:

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from mstar_ray.agent.offline.act import choose_action
 from mstar_ray.agent.offline.answer import IDK, answer_from_context
 from mstar_ray.agent.offline.extract import extract_item
 from mstar_ray.agent.offline.query import build_query
 from mstar_ray.agent.offline.respond import respond_from_context
 from mstar_ray.agent.offline.toolkit import toolkit_answer
+from mstar_ray.families.turn import Choice, Turn
 from mstar_ray.llm.usage import StepUsage
 from mstar_ray.program_schema import FieldSpec
 
 class OfflineBackend:
     """The deterministic, network-free task agent (``name = "offline"``); rules, not a model.
 
-    ``calls`` counts protocol steps served (``extract``/``query``/``answer``/``respond``/``toolkit``) so callers
+    ``calls`` counts protocol steps served (``extract``/``query``/``answer``/``respond``/``toolkit``/``act``) so callers
     can report how much work a run did. Instructions are accepted for protocol compatibility but do
     not change behaviour: there is no model to instruct.
     """
@@ -23,7 +25,7 @@ class OfflineBackend:
     name = "offline"
 
     def __init__(self) -> None:
-        self.calls: dict[str, int] = {"extract": 0, "query": 0, "answer": 0, "respond": 0, "toolkit": 0}
+        self.calls: dict[str, int] = {"extract": 0, "query": 0, "answer": 0, "respond": 0, "toolkit": 0, "act": 0}
 
     def extract_item(self, instruction: str, fields: list[FieldSpec], raw_text: str) -> dict[str, Any]:
         self.calls["extract"] += 1
@@ -45,6 +47,10 @@ class OfflineBackend:
         self.calls["respond"] += 1
         combined = "\n".join(part for part in (context or "", always_on or "") if part.strip())
         return respond_from_context(combined, messages)
+
+    def act(self, instruction: str, always_on: str, context: str, turn: Turn) -> Choice:
+        self.calls["act"] += 1
+        return choose_action(always_on, context, turn)
 
     def toolkit_completion(self, messages: list[dict[str, str]], step: str = "toolkit") -> str:
         self.calls["toolkit"] += 1

@@ -18,6 +18,8 @@ source; deterministic given the generator; ``avoid`` lists programs a child must
   repeats (turns already stored word for word); both crowd facts out of a bounded ``read()``.
 - ``order_by_recency``: flip whether memory keeps/returns the newest or the oldest entry first, which
   decides ties in favour of updated facts ("what does X do *now*").
+- ``drop_long_lines``: leave lines of more than ``MAX_LINE_WORDS`` words out of what ``read()`` returns, before
+  its cap, so one long passage (an episode's first observation) does not take the room of many short lines.
 
 ``propose`` picks a kind at random, honours the ablation switches, falls back to other kinds when one
 does not apply, and never returns a program already in the population. Every program returned
@@ -26,17 +28,20 @@ passes ``check_source``, compiles, reads no undefined name and differs from its 
 
 The package: ``engine`` (the result type, text edits at AST spans, validity, shared AST lookups), ``names``
 (free and bound names), one module per kind (``perturb``, ``crossover``, ``instructions``, ``writes``:
-``filter_writes`` and ``order_by_recency``, which both decide what memory keeps), and ``propose``.
+``filter_writes`` and ``order_by_recency``, which both decide what memory keeps; ``lines``: ``drop_long_lines``),
+and ``propose``.
 """
 
 from mstar_ray.reflect.mutations.crossover import crossover
 from mstar_ray.reflect.mutations.engine import READ_LIMIT, SCALE_FACTORS, Mutation, NoMutation
 from mstar_ray.reflect.mutations.instructions import GUIDANCE, edit_instruction
+from mstar_ray.reflect.mutations.lines import MAX_LINE_WORDS, drop_long_lines
 from mstar_ray.reflect.mutations.perturb import perturb_numbers
 from mstar_ray.reflect.mutations.propose import KIND_WEIGHTS, propose
 from mstar_ray.reflect.mutations.writes import MIN_WRITE_WORDS, filter_writes, order_by_recency
 
 __all__ = [
-    "GUIDANCE", "KIND_WEIGHTS", "MIN_WRITE_WORDS", "READ_LIMIT", "SCALE_FACTORS", "Mutation", "NoMutation",
-    "crossover", "edit_instruction", "filter_writes", "order_by_recency", "perturb_numbers", "propose",
+    "GUIDANCE", "KIND_WEIGHTS", "MAX_LINE_WORDS", "MIN_WRITE_WORDS", "READ_LIMIT", "SCALE_FACTORS", "Mutation",
+    "NoMutation", "crossover", "drop_long_lines", "edit_instruction", "filter_writes", "order_by_recency",
+    "perturb_numbers", "propose",
 ]

@@ -14,6 +14,7 @@ from mstar_ray.reflect.mutations.engine import (
     Mutation, NoMutation, _methods, _module_class, _weighted_shuffle,
 )
 from mstar_ray.reflect.mutations.instructions import edit_instruction
+from mstar_ray.reflect.mutations.lines import drop_long_lines
 from mstar_ray.reflect.mutations.perturb import perturb_numbers
 from mstar_ray.reflect.mutations.writes import filter_writes, order_by_recency
 
@@ -25,6 +26,7 @@ KIND_WEIGHTS: dict[str, float] = {
     "crossover": 1.5,
     "filter_writes": 1.5,
     "order_by_recency": 1.5,
+    "drop_long_lines": 1.5,
     "edit_instruction": 1.0,
 }
 
@@ -72,12 +74,13 @@ def propose(
     ``NoMutation`` if none applies. A child equal to a program of ``population_sources`` is never
     returned.
     """
-    code_kinds = ["perturb_numbers", "crossover", "filter_writes", "order_by_recency"]
+    code_kinds = ["perturb_numbers", "crossover", "filter_writes", "order_by_recency", "drop_long_lines"]
     kinds = ([] if frozen_code else code_kinds) + ([] if frozen_instructions else ["edit_instruction"])
     single: dict[str, Callable[..., Mutation]] = {
         "perturb_numbers": perturb_numbers,
         "filter_writes": filter_writes,
         "order_by_recency": order_by_recency,
+        "drop_long_lines": drop_long_lines,
         "edit_instruction": edit_instruction,
     }
     # A child identical to a program already in the population would only repeat its evaluation.
