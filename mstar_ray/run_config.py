@@ -33,6 +33,28 @@ class SplitConfig(_Section):
                                    "questions' evidence, then those covering them (facility location); default every text")
 
 
+class ParetoConfig(_Section):
+    objectives: Literal["items", "categories"] = Field(
+        "items", description="what a member must not be beaten on to be a parent: every static question (GEPA's "
+        "choice) or every category's mean over them")
+    cost: bool = Field(False, description="the tokens a member's evaluation took as one more objective, fewer "
+                       "being better (nothing offline: the offline agent takes none)")
+
+
+class CascadeConfig(_Section):
+    """Cascade evaluation (mstar_ray.search.cascade): a program is first evaluated on a slice of the static set,
+    and goes on to the full evaluation only if it can still be worth it."""
+
+    slice_size: int = Field(6, gt=0, description="static questions in the slice (one per k-means cluster of the "
+                            "static questions); their evidence and train_ratio x slice_size texts are written")
+    rule: Literal["parent", "quantile"] = Field(
+        "parent", description="parent: go on if the slice score is at least the parent's on the slice less margin; "
+        "quantile: if it is at least that quantile of the population's slice scores")
+    margin: float = Field(0.05, ge=0, le=1, description="rule parent: how far below its parent's slice score a child "
+                          "may fall and still go on")
+    quantile: float = Field(0.5, ge=0, le=1, description="rule quantile: the population's slice-score quantile to reach")
+
+
 class SearchConfig(_Section):
     seeds: list[str] = Field(default_factory=lambda: list(library.PAPER_SEEDS), min_length=1,
                              description="library names (mstar-ray seeds) or paths to program files; a relative "
@@ -42,7 +64,10 @@ class SearchConfig(_Section):
                                        "duplicates not counted); without max_iterations, at most 5 reflections each")
     max_iterations: int | None = Field(None, gt=0, description="reflections to start")
     max_wall_s: float | None = Field(None, gt=0)
-    parent_selection: Literal["softmax", "greedy", "chain"] = "softmax"
+    parent_selection: Literal["softmax", "greedy", "chain", "pareto"] = Field(
+        "softmax", description="softmax over static scores (tau); greedy; chain; pareto: among the members no other "
+        "beats on every objective (search.pareto), weighted by how many objectives each is best on")
+    pareto: ParetoConfig = ParetoConfig()
     tau: float = Field(0.15, gt=0)
     frozen_code: bool = False
     frozen_instructions: bool = False
@@ -55,6 +80,9 @@ class SearchConfig(_Section):
                                              "answering (if configured); a rubric task's criteria it judges everywhere")
     attribution: bool = Field(True, description="attribute each failed item with evidence to storage, retrieval or "
                               "answering (one oracle read per failure whose evidence is missing), for the reflector")
+    cascade: CascadeConfig | None = Field(None, description="screen every program on a slice of the static set "
+                                          "before its full evaluation; none (the default): every program is "
+                                          "evaluated fully")
     dedup: bool = Field(True, description="a child structurally identical to a program already queued is not "
                         "evaluated again; its score is reused")
     structure_level: Literal["exact", "names", "shape"] = Field(
@@ -97,6 +125,10 @@ class RunConfig(_Section):
             if name not in served:
                 known = f"the serve section has {', '.join(served)}" if served else "the serve section has no models"
                 raise ValueError(f"llm.{role}.served: {name!r} is not a model of serve.models ({known})")
+        cascade = self.search.cascade
+        if cascade is not None and cascade.slice_size >= self.split.static_size:
+            raise ValueError(f"search.cascade.slice_size ({cascade.slice_size}) must be smaller than split.static_size "
+                             f"({self.split.static_size}): the slice is a part of the static set")
         return self
 
 

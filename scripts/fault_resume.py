@@ -5,12 +5,13 @@ both with R = E = 1 and the offline backend, then checks: no candidate evaluated
 queued id has a row), and the final population (ids, parents, scores, in order) equal to the uninterrupted
 run's.
 
-    .venv/bin/python scripts/fault_resume.py [--kills 5] [--seed 0] [--candidates 40] [--rows 1 3]
+    .venv/bin/python scripts/fault_resume.py [--kills 5] [--seed 0] [--candidates 40] [--rows 1 3] [--cascade 3]
 
 Each kill lands mid-search whatever the machine's load: it waits until the candidates log has grown by a
 random ``--rows LOW HIGH`` rows since the last kill, then up to ``--jitter`` seconds more (a moment inside the
 next evaluation or reflection). A fixed delay after start-up does not do that: on a loaded machine Ray's
 start-up alone outlasts it, and every kill then lands before the first candidate.
+``--cascade N`` runs both searches with cascade evaluation on a slice of N static questions.
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "mstar_ray.cli", "run"]
 
 
-def config(candidates: int) -> dict:
+def config(candidates: int, cascade: int | None = None) -> dict:
     return {
         "task": {"name": "synthetic", "seed": 1},
         "split": {"static_size": 8, "rotating_size": 2, "train_ratio": 2.0},
         "search": {"seeds": [str(ROOT / "seeds" / f"{s}.py") for s in ("vector_search", "experience_learner")],
-                   "max_candidates": candidates, "reflections_in_flight": 1, "evaluations_in_flight": 1},
+                   "max_candidates": candidates, "reflections_in_flight": 1, "evaluations_in_flight": 1,
+                   **({"cascade": {"slice_size": cascade}} if cascade else {})},
         "llm": {"embedding": {"kind": "hashing"}},
         "ray": {"num_cpus": 2},
     }
@@ -49,8 +51,9 @@ def table(run_dir: Path, name: str) -> list[dict]:
 
 
 def population(run_dir: Path) -> list[tuple]:
-    return [(r["id"], r["parent"], round(r["static_score"], 6)) for r in table(run_dir, "candidates")
-            if r["status"] == "evaluated"]
+    """The evaluated programs in order, and (with a cascade) those screened out, with their slice scores."""
+    return [(r["id"], r["parent"], r["status"], round(r["static_score"] if r["static_score"] is not None else r["screen_score"], 6))
+            for r in table(run_dir, "candidates") if r["status"] in ("evaluated", "screened_out")]
 
 
 def _rows_now(run_dir: Path) -> int:
@@ -80,11 +83,12 @@ def main() -> int:
     parser.add_argument("--rows", type=int, nargs=2, default=(1, 3), metavar=("LOW", "HIGH"),
                         help="each kill waits for this many new candidate rows (a random number between)")
     parser.add_argument("--jitter", type=float, default=1.5, help="then up to this many seconds more")
+    parser.add_argument("--cascade", type=int, default=None, metavar="SLICE", help="cascade evaluation on SLICE questions")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "run.yaml"
-        path.write_text(yaml.safe_dump(config(args.candidates)))
+        path.write_text(yaml.safe_dump(config(args.candidates, args.cascade)))
         reference, faulty = Path(tmp) / "reference", Path(tmp) / "faulty"
         subprocess.run([*CLI, str(path), "--run-dir", str(reference)], check=True, capture_output=True, cwd=ROOT)
         command = [*CLI, str(path), "--run-dir", str(faulty)]

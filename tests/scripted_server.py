@@ -97,7 +97,9 @@ class ScriptedServer:
                         inputs = request["input"] if isinstance(request["input"], list) else [request["input"]]
                         data = [{"object": "embedding", "index": i, "embedding": [float(len(t)), 1.0, 0.5]}
                                 for i, t in enumerate(inputs)]
-                        self._send(200, {"object": "list", "data": data, "model": request.get("model")})
+                        tokens = sum(len(t.split()) for t in inputs)
+                        self._send(200, {"object": "list", "data": data, "model": request.get("model"),
+                                         "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
                     else:
                         self._send(200, {
                             "id": "c1", "object": "chat.completion", "created": 0, "model": request.get("model"),

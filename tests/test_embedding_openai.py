@@ -189,3 +189,48 @@ def test_real_server_without_embeddings(llm_server: LlamaServer) -> None:
         embedder.probe()
     assert llm_server.base_url in str(info.value) and "'smollm2'" in str(info.value)
     assert "embedding" in str(info.value)
+
+
+def test_a_remote_embedder_goes_through_the_runs_limits_prices_and_budget() -> None:
+    """Like a chat call: admitted by the gateway (its endpoint's concurrency limit holds across callers),
+    priced from the run's table, counted against the budget, and logged through the role clients."""
+    from mstar_ray.actors.wiring import RoleClients
+    from mstar_ray.llm.errors import BudgetExceeded
+    from mstar_ray.llm.governor import Governor
+    from mstar_ray.llm.settings import LLMSettings
+    from tests.scripted_server import ScriptedServer
+
+    with ScriptedServer(latency_s=0.1) as server:
+        settings = LLMSettings.model_validate({
+            "embedding": {"kind": "openai", "base_url": server.base_url, "model": "emb", "max_concurrency": 1,
+                          "batch_size": 2},
+            "prices": {"emb": {"input_per_mtok": 1000.0}}, "budget": {"max_usd": 0.025}})
+        assert settings.limits()[settings.embedding.endpoint_key].max_concurrency == 1
+        gateway = Governor(settings.limits(), settings.prices, settings.budget)
+        roles = RoleClients(settings, gateway=gateway)
+        embedders = [roles.embedder() for _ in range(3)]  # each asks for its dimension once: 1 token
+        threads = [threading.Thread(target=e.embed, args=([f"text {i} one", f"text {i} two"],))
+                   for i, e in enumerate(embedders)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert server.requests == 6 and server.max_in_flight == 1
+        usage = gateway.snapshot().by_role["embedding"]
+        assert usage.calls == 6 and usage.prompt_tokens == 21 and usage.cost_usd == pytest.approx(0.021)
+        calls = roles.drain_calls()
+        assert sorted((c.role, c.model, c.step, c.prompt_tokens) for c in calls) == (
+            [("embedding", "emb", "embed", 1)] * 3 + [("embedding", "emb", "embed", 6)] * 3)
+        assert sum(c.cost_usd for c in calls) == pytest.approx(usage.cost_usd)
+        embedders[0].embed(["a new text to embed"])  # $0.026: over the budget once answered
+        with pytest.raises(BudgetExceeded, match="budget spent"):
+            embedders[0].embed(["one more text"])
+        assert server.requests == 7
+
+
+def test_a_budget_in_dollars_needs_the_embedding_models_price() -> None:
+    from mstar_ray.llm.settings import LLMSettings
+
+    with pytest.raises(ValueError, match="prices has no entry for model.* emb"):
+        LLMSettings.model_validate({"embedding": {"kind": "openai", "base_url": "http://x/v1", "model": "emb"},
+                                    "budget": {"max_usd": 1}})

@@ -76,17 +76,21 @@ def test_the_step_limit_ends_an_episode(twc):
 
 class FaultyAgent(OfflineBackend):
     """The offline agent, which at the second action of the given episodes does something to the environment's
-    process first (stops it, kills it): the faults of a real engine, injected from outside it."""
+    process first (stops it, kills it): the faults of a real engine, injected from outside it. It remembers which
+    episode (in playing order) each fault went to, so the test checks those episodes whatever came before."""
 
     def __init__(self, faults):
         super().__init__()
-        self.faults, self.episode = faults, 0
+        self.faults, self.episode, self.injected = faults, -1, {}
 
     def act(self, instruction, always_on, context, turn):
         if not turn.history:
             self.episode += 1
-        elif len(turn.history) == 1 and self.episode in self.faults:
-            self.faults[self.episode](shared("textworld_express").pid)
+        elif len(turn.history) == 1 and self.episode in self.faults and self.episode not in self.injected:
+            pid = shared("textworld_express").pid
+            assert pid is not None, "the environment's process was not running at the second action"
+            self.faults[self.episode](pid)
+            self.injected[self.episode] = pid
         return super().act(instruction, always_on, context, turn)
 
 
@@ -94,16 +98,20 @@ def test_a_hang_and_a_crash_mid_episode_are_scored_failures_and_the_evaluation_g
     task = load_task("twc", step_timeout_s=3, **SMALL)
     env = shared("textworld_express")
     before = env.started
-    agent = FaultyAgent({2: lambda pid: os.killpg(pid, signal.SIGSTOP), 4: lambda pid: os.kill(pid, signal.SIGKILL)})
+    agent = FaultyAgent({1: lambda pid: os.killpg(pid, signal.SIGSTOP), 3: lambda pid: os.killpg(pid, signal.SIGKILL)})
     report = run(seed_source("experience_learner"), task, agent)
-    hung, crashed = report.results[1], report.results[3]
-    assert hung.score == 0.0 and "did not answer the action" in hung.error and "within 3 s; it was killed" in hung.error
-    assert crashed.score == 0.0 and "its process died during the action" in crashed.error
+    seen = [(r.id, r.prediction, r.error) for r in report.results]
+    assert sorted(agent.injected) == [1, 3], seen
+    hung = [r for r in report.results if r.error and "did not answer the action" in r.error]
+    crashed = [r for r in report.results if r.error and "its process died during the action" in r.error]
+    assert len(hung) == len(crashed) == 1, seen
+    (hung,), (crashed,) = hung, crashed
+    assert "within 3 s; it was killed" in hung.error, seen
     for broken in (hung, crashed):
-        assert broken.prediction == "failure: the environment broke after 1 action"
+        assert broken.score == 0.0 and broken.prediction == "failure: the environment broke after 1 action", seen
         assert len(actions_in(broken.trace)) == 2 and broken.trace.splitlines()[-1].startswith("OUTCOME: failure: the environment")
-    others = [r for i, r in enumerate(report.results) if i not in (1, 3)]
-    assert all(r.error is None and actions_in(r.trace) for r in others)  # every other episode was played
+    others = [r for r in report.results if r is not hung and r is not crashed]
+    assert all(r.error is None and actions_in(r.trace) for r in others), seen  # every other episode was played
     assert any(r.score == 1.0 for r in others)
     assert env.started == before + 2  # a fresh process after each fault, then kept
 

@@ -54,6 +54,9 @@ def test_report_is_one_self_contained_html_file(finished_run, tmp_path):
     assert "Where the failures went wrong: storage, retrieval or answering" in page
     assert "src=\"http" not in page and "<script" not in page
     assert "Structural families" in page and "<th>medoid</th>" in page
+    # the Pareto front: its members with their per-category static means and weights
+    assert "Pareto front" in page and "programs on the front over every static question" in page
+    assert "<th>best on</th>" in page
 
 
 def test_the_run_stores_its_structural_families_and_the_report_recomputes_them_without(finished_run, tmp_path):

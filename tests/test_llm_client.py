@@ -200,6 +200,50 @@ def test_identical_requests_are_answered_by_the_cache(tmp_path):
         assert (usage.requests, usage.cache_hits, usage.new_calls) == (2, 1, 1)
 
 
+def test_identical_requests_in_flight_at_once_are_sent_once():
+    """Evaluators starting siblings at the same moment ask for the same extractions: one caller sends each,
+    the others wait for its reply in the run's cache (before, every caller paid for its own)."""
+    with ScriptedServer(latency_s=0.3) as server:
+        cache = MemoryCache()
+        clients = [client_for(server.base_url, cache=cache) for _ in range(4)]
+        replies: list = []
+        threads = [threading.Thread(target=lambda c=c: replies.append(c.complete(HI, step="extract"))) for c in clients]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert server.requests == 1
+        assert sorted(r.cached for r in replies) == [False, True, True, True]
+        assert len({r.text for r in replies}) == 1
+
+
+def test_a_failed_request_frees_its_reservation_so_a_waiter_sends_it_itself():
+    with ScriptedServer() as server:
+        server.fail_next(1, 400)  # not retried: the first caller gives up at once
+        cache = MemoryCache()
+        with pytest.raises(EndpointError):
+            client_for(server.base_url, cache=cache).complete(HI, step="extract")
+        assert cache.reserve(request_key("chat", _body(server.base_url)), 60).mine  # nobody holds it now
+        cache.abandon(request_key("chat", _body(server.base_url)))
+        assert client_for(server.base_url, cache=cache).complete(HI, step="extract").text
+        assert server.requests == 2
+
+
+def test_a_reservation_lapses_so_nobody_waits_on_a_dead_caller_for_ever():
+    cache = MemoryCache()
+    assert cache.reserve("k", 0.2).mine
+    assert not cache.reserve("k", 0.2).mine and cache.reserve("k", 0.2).value is None  # held: wait
+    time.sleep(0.25)
+    assert cache.reserve("k", 0.2).mine  # its holder never answered: the next caller sends it
+    cache.put_many({"k": b"v"})
+    assert cache.reserve("k", 0.2).value == b"v"
+
+
+def _body(url: str) -> dict:
+    return ChatEndpoint("task", EndpointConfig(base_url=url, model="scripted")).payload(HI, json_mode=False,
+                                                                                       max_tokens=None)
+
+
 def test_the_key_covers_the_whole_request():
     base = {"model": "m", "messages": HI, "temperature": 0.0, "max_tokens": 5}
     assert request_key("chat", base) == request_key("chat", dict(reversed(base.items())))

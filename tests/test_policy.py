@@ -32,15 +32,14 @@ from tests.conftest import SEEDS
 SEED_NAMES = ("vector_search", "experience_learner")
 
 
-def score_of(source: str) -> float:
+def score_of(source: str, question: str = "") -> float:
     """A stand-in fitness: each reflection adds one constant, worth a little more than the last."""
     return min(1.0, 0.1 + 0.05 * source.count("STEP_"))
 
 
-def evaluate(job: EvalJob) -> EvalOutcome:
-    score = score_of(job.source)
+def evaluate(job: EvalJob, score_of=score_of) -> EvalOutcome:
     results = [ItemResult(id=q.id, category=q.category, question=q.question, expected=q.answer,
-                              prediction="x", score=score) for q in job.items]
+                          prediction="x", score=score_of(job.source, q.id)) for q in job.items]
     overall, categories = summarise(results)
     report = EvalReport(task="synthetic", backend="stand-in", embedder="hashing", texts_written=len(job.texts),
                         score=overall, categories=categories, results=results, calls={}, wall_seconds=0.0,
@@ -61,9 +60,11 @@ class InProcessPool:
     """Workers that run the moment they are waited for, oldest submission first. ``crash`` names
     candidates whose evaluator dies under them (every time)."""
 
-    def __init__(self, evaluators: int, reflectors: int, crash: frozenset[str] = frozenset()):
+    def __init__(self, evaluators: int, reflectors: int, crash: frozenset[str] = frozenset(), score_of=score_of):
         self.size = {"evaluate": evaluators, "reflect": reflectors}
         self.crash = crash
+        self.score_of = score_of
+        self.jobs: list[EvalJob] = []  # every evaluation handed out, in order
         self.running: list[Work] = []
         self.handed: list[tuple[str, int]] = []  # (kind, works in flight after the submission)
         self.together: set[tuple[int, int]] = set()  # (evaluations, reflections) in flight at once
@@ -78,6 +79,8 @@ class InProcessPool:
         assert self.idle(work.kind) > 0, "the policy handed out more work than there are idle workers"
         self.running.append(work)
         self.handed.append((work.kind, len(self.running)))
+        if work.kind == "evaluate":
+            self.jobs.append(work.payload)
         self.together.add((self.size["evaluate"] - self.idle("evaluate"), self.size["reflect"] - self.idle("reflect")))
 
     def next_finished(self, timeout_s: float) -> list[Done]:
@@ -85,22 +88,23 @@ class InProcessPool:
         if work.kind == "evaluate":
             if work.payload.candidate_id in self.crash:
                 return [Crashed(work, "ActorDiedError: the worker died")]
-            return [Finished(work, evaluate(work.payload))]
+            return [Finished(work, evaluate(work.payload, self.score_of))]
         return [Finished(work, reflect(work.payload))]
 
 
 def make_policy(tmp_path: Path, *, evaluators: int = 1, reflectors: int = 1, max_candidates: int = 4,
-                seeds=SEED_NAMES) -> tuple[SearchPolicy, list]:
+                seeds=SEED_NAMES, **search) -> tuple[SearchPolicy, list]:
     config = RunConfig.model_validate({
         "task": {"name": "synthetic", "seed": 1},
         "split": {"static_size": 6, "rotating_size": 2, "train_ratio": 2.0},
         "search": {"max_candidates": max_candidates, "reflections_in_flight": reflectors,
-                   "evaluations_in_flight": evaluators, "reflector": "offline"},
+                   "evaluations_in_flight": evaluators, "reflector": "offline", **search},
         "llm": {"embedding": {"kind": "hashing"}},
     })
     task = make_synthetic(seed=1)
     plan = SplitPlan(task, HashingEmbedder(), test_fraction=config.split.test_fraction, static_size=6,
-                     rotating_size=2, train_ratio=2.0, seed=0)
+                     rotating_size=2, train_ratio=2.0, seed=0,
+                     screen_size=config.search.cascade.slice_size if config.search.cascade else 0)
     run_dir = RunDir(tmp_path / "run")
     run_dir.write_split(plan.split)
     policy = SearchPolicy(config, task, plan, run_dir, Progress(io.StringIO()), ProgressState(),
@@ -171,6 +175,39 @@ def test_a_child_equal_to_a_known_program_is_a_duplicate_and_its_parent_hears_so
     assert policy.state.duplicates == 1 and child.id not in [c.id for c in policy.waiting]
     note = policy.state.child_notes[child.parent][-1]  # the duplicate names its own parent
     assert note.id == child.id and "identical to a program already evaluated" in note.note
+
+
+def test_a_duplicate_of_a_program_still_being_evaluated_gets_its_score_when_that_one_finishes(tmp_path: Path):
+    policy, seeds = make_policy(tmp_path, max_candidates=1, seeds=SEED_NAMES[:1])
+    pool = InProcessPool(evaluators=1, reflectors=1)
+    policy.start(seeds, None)
+    run_until(policy, pool, lambda: any(c.origin == "reflection" for c in policy.waiting))
+    child = next(c for c in policy.waiting if c.origin == "reflection")
+    again = Child(**{**child.identity(), "iteration": 2, "commit_message": "the same again"}, patch=None,
+                  edit_format="file", attempts=1)
+    request = Work("reflect", policy._reflection_request(2))
+    policy.flying.append(request)
+    policy.accept(Finished(request, ReflectionOutcome(result=again)))
+    note = policy.state.child_notes[child.parent][-1]
+    assert note.commit_message == "the same again" and note.score is None  # its original has no score yet
+    policy.drive(pool)
+    scored = policy.state.population.get(child.id).score
+    seed_score = policy.state.population.get(child.parent).score
+    note = policy.state.child_notes[child.parent][-1]
+    assert note.score == scored and note.delta == pytest.approx(scored - seed_score)
+    policy.stopped()
+    policy.run_dir.close()
+    replayed = restore(policy.run_dir.path).child_notes[child.parent][-1]  # a resume hears the same
+    assert (replayed.score, replayed.delta) == (note.score, note.delta)
+
+
+def run_until(policy: SearchPolicy, pool: InProcessPool, done) -> None:
+    """The policy's loop by hand, stopped as soon as ``done()`` holds."""
+    while not done():
+        for work in policy.next_work(pool.idle("evaluate"), pool.idle("reflect")):
+            pool.submit(work)
+        for finished in pool.next_finished(0):
+            policy.accept(finished)
 
 
 def test_replaying_the_logs_gives_back_the_state_the_live_search_built(tmp_path: Path):
@@ -274,3 +311,22 @@ def test_a_spent_llm_budget_stops_new_reflections_and_is_the_stop_reason(tmp_pat
     assert len(policy.state.members) == 3
     reason = policy.stop_reason()
     assert reason.spent and reason.message == spent
+
+
+def test_pareto_parents_come_from_the_front(tmp_path: Path):
+    policy, seeds = make_policy(tmp_path, max_candidates=5, parent_selection="pareto")
+    parents = []
+    original = policy._reflection_request
+
+    def recorded(iteration):
+        request = original(iteration)
+        front = {entry.member.id for entry in policy.pareto.front(policy.state.population)}
+        parents.append((request.parent_id, front))
+        return request
+
+    policy._reflection_request = recorded
+    policy.start(seeds, None)
+    policy.drive(InProcessPool(evaluators=1, reflectors=1))
+    assert len(parents) == 5 and all(parent in front for parent, front in parents)
+    # the stand-in scores every question of a program alike, so the front is the newest (best) child each time
+    assert [parent for parent, _ in parents[1:]] == [m.id for m in policy.state.members[2:6]]

@@ -42,12 +42,13 @@ def embed_on_a_worker(cache, texts: list[str]) -> tuple[str, int, int]:
 
 
 @ray.remote(num_cpus=0.25)
-def ask(url: str, gateway, i: int) -> None:
+def ask(url: str, gateway, i: int, cache=None) -> bool:
     from mstar_ray.llm.client import LLMClient
     from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig
 
     config = EndpointConfig(base_url=url, model="scripted", max_concurrency=2)
-    LLMClient(ChatEndpoint("task", config), gateway=gateway).complete([{"role": "user", "content": f"q{i}"}], step="answer")
+    client = LLMClient(ChatEndpoint("task", config), gateway=gateway, cache=cache)
+    return client.complete([{"role": "user", "content": f"q{i}"}], step="answer").cached
 
 
 def test_a_worker_on_another_node_hits_what_one_node_wrote(two_nodes, tmp_path):
@@ -73,3 +74,13 @@ def test_the_concurrency_limit_holds_across_nodes(two_nodes, tmp_path):
         ray.get([ask.options(scheduling_strategy=on(nodes[i % 2])).remote(server.base_url, gateway, i) for i in range(8)])
         assert server.requests == 8 and server.max_in_flight == 2
         assert gateway.snapshot().by_role["task"].calls == 8
+
+
+def test_one_request_asked_on_both_nodes_at_once_is_sent_once(two_nodes, tmp_path):
+    cluster, worker = two_nodes
+    with ScriptedServer(latency_s=2.0) as server:  # long enough for the four tasks to overlap
+        cache, gateway = start_run_services(tmp_path, LLMSettings())
+        nodes = [worker.node_id, cluster.head_node.node_id]
+        cached = ray.get([ask.options(scheduling_strategy=on(nodes[i % 2])).remote(server.base_url, gateway, 0, cache)
+                          for i in range(4)])
+        assert server.requests == 1 and sorted(cached) == [False, True, True, True]

@@ -38,9 +38,21 @@ def discards(run_dir: Path) -> list[dict]:
     return [json.loads(e["data"]) for e in table(run_dir, "events") if e["transition"] == "Discarded"]
 
 
-def test_a_small_search_runs_end_to_end(tmp_path, capsys):
+def test_a_small_search_runs_end_to_end(tmp_path, capsys, monkeypatch):
+    from mstar_ray.actors.pool import WorkerPool
+    from mstar_ray.actors.run_services import RemoteGateway
+
+    asked = {"snapshots": 0, "turns": 0}
+    for cls, name, count in ((RemoteGateway, "snapshot", "snapshots"), (WorkerPool, "next_finished", "turns")):
+        def counted(self, *args, _original=getattr(cls, name), _count=count):
+            asked[_count] += 1
+            return _original(self, *args)
+        monkeypatch.setattr(cls, name, counted)
     run_dir = tmp_path / "run"
     assert main(["run", write_config(tmp_path), "--run-dir", str(run_dir)]) == 0
+    # one snapshot of the gateway per turn of the loop (and one before it, one at the end), not one for the live
+    # line and another for each budget check
+    assert asked["turns"] > 5 and asked["snapshots"] <= asked["turns"] + 2
     summary = json.loads((run_dir / "summary.json").read_text())
     candidates = table(run_dir, "candidates")
     ids = [c["id"] for c in candidates if c["status"] != "duplicate"]

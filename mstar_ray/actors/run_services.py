@@ -18,7 +18,7 @@ from pathlib import Path
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from mstar_ray.llm.cache import SqliteCache
+from mstar_ray.llm.cache import Reservation, SqliteCache
 from mstar_ray.llm.governor import Admission, Governor, UsageSnapshot
 from mstar_ray.llm.ledger import RoleUsage
 from mstar_ray.llm.settings import LLMSettings
@@ -39,6 +39,12 @@ class CacheActor:
 
     def put_many(self, items: dict[str, bytes]) -> None:
         self.store.put_many(items)
+
+    def reserve(self, key: str, ttl_s: float) -> Reservation:
+        return self.store.reserve(key, ttl_s)
+
+    def abandon(self, key: str) -> None:
+        self.store.abandon(key)
 
     def size(self) -> int:
         return len(self.store)
@@ -85,6 +91,12 @@ class RemoteCache:
     def put_many(self, items: dict[str, bytes]) -> None:
         # Waited for, so a worker reads its own writes and a finished evaluation is really cached.
         ray.get(self.actor.put_many.remote(items))
+
+    def reserve(self, key: str, ttl_s: float) -> Reservation:
+        return ray.get(self.actor.reserve.remote(key, ttl_s))
+
+    def abandon(self, key: str) -> None:
+        ray.get(self.actor.abandon.remote(key))
 
 
 class RemoteGateway:

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from mstar_ray.llm.client import LLMClient
 
 
-def make_embedder(config: EmbeddingConfig) -> Embedder:
+def make_embedder(config: EmbeddingConfig, gateway: Gateway | None = None) -> Embedder:
+    """The configured embedder; a remote one's requests go through ``gateway`` (limits, prices, budget)."""
     if config.kind == "hashing":
         from mstar_ray.embedding.hashing import HashingEmbedder
 
@@ -32,7 +33,7 @@ def make_embedder(config: EmbeddingConfig) -> Embedder:
 
         return OpenAIEmbedder(
             base_url=config.base_url, model=config.model, api_key_env=config.api_key_env,
-            timeout_s=config.timeout_s, batch_size=config.batch_size,
+            timeout_s=config.timeout_s, batch_size=config.batch_size, gateway=gateway,
         )
     from mstar_ray.embedding.minilm import MiniLMEmbedder
 
@@ -84,6 +85,7 @@ class RoleClients:
         self.cache = cache if cache is not None else MemoryCache()
         self.gateway = gateway or Governor(settings.limits(), settings.prices, settings.budget)
         self._clients: dict[str, LLMClient] = {}
+        self._remote_embedders: list = []  # OpenAIEmbedders: their requests are priced calls, logged like a client's
 
     def client(self, role: str) -> LLMClient | None:
         """The role's ``LLMClient``, or ``None`` when the role is not configured."""
@@ -98,8 +100,9 @@ class RoleClients:
         return self._clients[role]
 
     def drain_calls(self) -> list[CallLog]:
-        """Every request the roles' clients made since the last drain (a client shared by two roles once)."""
-        unique = {id(c): c for c in self._clients.values()}
+        """Every request the roles' clients and remote embedders made since the last drain (a client shared
+        by two roles once)."""
+        unique = {id(c): c for c in [*self._clients.values(), *self._remote_embedders]}
         return [call for client in unique.values() for call in client.drain_calls()]
 
     def backend(self) -> AgentBackend:
@@ -113,4 +116,7 @@ class RoleClients:
         return LLMBackend(task, self.client("toolkit"))
 
     def embedder(self) -> CachedEmbedder:
-        return CachedEmbedder(make_embedder(self.settings.embedding), self.cache)
+        inner = make_embedder(self.settings.embedding, self.gateway)
+        if self.settings.embedding.remote:
+            self._remote_embedders.append(inner)
+        return CachedEmbedder(inner, self.cache)

@@ -26,7 +26,9 @@ from mstar_ray.results import stage_totals
 from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog.sources import load_source
 from mstar_ray.sandbox_host import SandboxStartError, SandboxUnavailable
+from mstar_ray.search.cascade import cascade_rule, passes
 from mstar_ray.search.jobs import EvalJob, EvalOutcome
+from mstar_ray.search.pareto import ParetoParents
 from mstar_ray.search.population import Member
 from mstar_ray.search.selection import Incumbent
 from mstar_ray.search.split import SplitPlan
@@ -35,7 +37,8 @@ from mstar_ray.search.work import Crashed, Done, Finished, Pool, Raised, Work
 from mstar_ray.state.candidate import Candidate, FixRound
 from mstar_ray.state.search_state import SearchState
 from mstar_ray.state.transitions import (
-    Discarded, Duplicate, Evaluated, Failed, Queued, ReflectionStarted, Retried, Stopped, Transition, Violated,
+    Discarded, Duplicate, Evaluated, Failed, Queued, ReflectionStarted, Retried, Screened, Stopped, Transition,
+    Violated,
 )
 from mstar_ray.structure.index import StructureIndex
 from mstar_ray.tasks.model import Task
@@ -45,6 +48,7 @@ MAX_DONORS = 6
 # it again: the candidate is recorded as failed, here and on a resume.
 MAX_CRASHES_PER_CANDIDATE = 2
 WAIT_S = 1.0  # how long the loop waits for a result before it looks around (the live line, live.json)
+SHOWN = ("evaluated", "discarded", "violations", "duplicates", "screened_out")  # the live line's counts of the state
 
 
 class FatalRunError(RuntimeError):
@@ -64,6 +68,14 @@ class SearchPolicy:
         self.llm_stop = llm_stop  # the LLM gateway's reason to stop (a spent budget), or None
         self.state = SearchState()
         self.incumbent = Incumbent(plan.split.static, seed=config.search.seed)
+        cascade = config.search.cascade
+        self.cascade = (cascade_rule(cascade.rule, margin=cascade.margin, quantile=cascade.quantile)
+                        if cascade is not None else None)
+        if self.cascade is not None and not plan.split.screen:
+            raise ValueError("search.cascade is set but the split has no slice to screen on")
+        pareto = config.search.pareto
+        self.pareto = (ParetoParents(plan.split.static, pareto.objectives, pareto.cost)
+                       if config.search.parent_selection == "pareto" else None)
         self.structure = StructureIndex(config.search.structure_level)  # no structure is evaluated twice
         self.items = {q.id: q for q in task.items}
         self.task_brief = family(task.family).brief  # what the reflector is told about how items are scored
@@ -87,7 +99,7 @@ class SearchPolicy:
     def _act(self, transition: Transition, *, node_id: str | None = None) -> None:
         self.run_dir.record(transition, node_id=node_id)
         self.state.apply(transition)
-        for name in ("evaluated", "discarded", "violations", "duplicates"):
+        for name in SHOWN:
             setattr(self.shown, name, getattr(self.state, name))
 
     # -------------------------------------------------------------------------------------- set-up
@@ -104,7 +116,7 @@ class SearchPolicy:
         self.state = restored
         self.reissue = collections.deque(restored.reflections)
         self.started -= restored.wall_s  # wall_s and max_wall_s count every process of the run
-        for name in ("evaluated", "discarded", "violations", "duplicates"):
+        for name in SHOWN:
             setattr(self.shown, name, getattr(restored, name))
         pending = list(restored.pending.values())
         for candidate in pending:
@@ -161,7 +173,12 @@ class SearchPolicy:
         return issued
 
     def _next_evaluation(self) -> Work | None:
-        return self._evaluation(self.waiting.popleft()) if self.waiting else None
+        if not self.waiting:
+            return None
+        candidate = self.waiting.popleft()
+        if self.cascade is not None and candidate.id not in self.state.screen_scores:
+            return self._screening(candidate)
+        return self._evaluation(candidate)
 
     def _next_reflection(self) -> Work | None:
         request = self._next_request()
@@ -188,6 +205,19 @@ class SearchPolicy:
         self.run_dir.event("started", candidate=candidate.id, iteration=candidate.iteration, work="evaluation",
                            purpose="search",
                            detail=f"evaluation: {len(written)} texts written ({extra} for the rotating evidence)")
+        return Work("evaluate", job, candidate)
+
+    def _screening(self, candidate: Candidate) -> Work:
+        """The cascade's first stage: the slice of the static set, with its own texts written, and no feedback
+        slice (every program is screened alike, so slice scores compare)."""
+        split = self.plan.split
+        job = EvalJob(candidate_id=candidate.id, source=candidate.source, purpose="screen", task_name=self.task.name,
+                      family=self.task.family, texts=[self.texts[t] for t in split.screen_texts],
+                      items=[self.items[q] for q in split.screen], static_ids=split.screen,
+                      judge=self.config.search.judge_on == "all")
+        self.run_dir.event("started", candidate=candidate.id, iteration=candidate.iteration, work="evaluation",
+                           purpose="screen", detail=f"screening: {len(split.screen_texts)} texts written, "
+                           f"{len(split.screen)} static questions")
         return Work("evaluate", job, candidate)
 
     def _flying(self, kind: str) -> list[Work]:
@@ -226,7 +256,8 @@ class SearchPolicy:
         cfg = self.config.search
         rng = random.Random(f"{cfg.seed}:reflect:{iteration}")
         population = self.state.population
-        parent = population.select_parent(rng, cfg.parent_selection, cfg.tau)
+        parent = (self.pareto.select(population, rng) if self.pareto is not None
+                  else population.select_parent(rng, cfg.parent_selection, cfg.tau))
         failures, success = sample_cases(parent.results, rng, self.evidence)
         donors = [m.source for m in sorted(population.members, key=lambda m: -m.score) if m.id != parent.id]
         return ReflectionRequest(
@@ -251,6 +282,8 @@ class SearchPolicy:
         """What finished: a result, a worker that died under its work, or a worker that raised."""
         self.flying.remove(done.work)
         match done:
+            case Finished(work=Work(kind="evaluate", tag=candidate), value=outcome) if outcome.purpose == "screen":
+                self._screened(candidate, outcome)
             case Finished(work=Work(kind="evaluate", tag=candidate), value=outcome):
                 self._evaluated(candidate, outcome)
             case Finished(work=Work(kind="reflect", payload=request), value=reflection):
@@ -298,32 +331,62 @@ class SearchPolicy:
         self.run_dir.write_failed(candidate, error)
         self._act(Failed(candidate=candidate, error=error))
 
+    def _count_usage(self, report) -> None:
+        for usage in [*report.llm.values(), *([report.embedding] if report.embedding else [])]:
+            self.shown.requests += usage.requests
+            self.shown.cache_hits += usage.cache_hits
+
+    def _violated(self, candidate: Candidate, outcome: EvalOutcome, splits: dict[str, str], **fitness) -> None:
+        report = outcome.report
+        self.run_dir.write_evaluation(candidate, outcome, splits, **fitness)
+        v = report.violation
+        self.progress.message(f"{candidate.id} broke the contract during {v.phase}: [{v.kind}] {v.message[:200]}")
+        self._act(Violated(candidate=candidate, kind=v.kind), node_id=outcome.node_id)
+        if candidate.origin != "seed":
+            self._maybe_fix(candidate, report)
+
+    def _screened(self, candidate: Candidate, outcome: EvalOutcome) -> None:
+        """The slice scored: the program goes on to its full evaluation next, or it is screened out (logged with
+        its slice score, and its parent's history says why)."""
+        split = self.plan.split
+        splits = {q: "screen" for q in split.screen}
+        self._count_usage(outcome.report)
+        if outcome.report.violation is not None:
+            self._violated(candidate, outcome, splits, written=split.screen_texts)
+            return
+        scores = self.state.screen_scores
+        bar = None if candidate.origin == "seed" else self.cascade.bar(
+            scores.get(candidate.parent), [scores[m.id] for m in self.state.members if m.id in scores])
+        passed = passes(outcome.static_score, bar)
+        self.run_dir.write_screening(candidate, outcome, splits, written=split.screen_texts, threshold=bar, passed=passed)
+        self._act(Screened(candidate=candidate, score=outcome.static_score, bar=bar, passed=passed),
+                  node_id=outcome.node_id)
+        if passed:
+            self.waiting.appendleft(candidate)  # its full evaluation next: nothing waits on a program half-scored
+        else:
+            self.progress.message(f"{candidate.id} screened out: {outcome.static_score:.3f} on the slice, below "
+                                  f"the {bar:.3f} it needed")
+
     def _evaluated(self, candidate: Candidate, outcome: EvalOutcome) -> None:
         report = outcome.report
         rotating = {q: "rotating" for q in set(self.plan.rotating(candidate.iteration)) - set(self.plan.split.static)}
         written = self.plan.written(self.search_questions(candidate.iteration))
         fitness = {"written": written, "static_evidence": self.plan.evidence_share(written, self.plan.split.static)[0]}
-        for usage in [*report.llm.values(), *([report.embedding] if report.embedding else [])]:
-            self.shown.requests += usage.requests
-            self.shown.cache_hits += usage.cache_hits
+        self._count_usage(report)
         if report.violation is not None:
-            self.run_dir.write_evaluation(candidate, outcome, rotating, **fitness)
-            v = report.violation
-            self.progress.message(f"{candidate.id} broke the contract during {v.phase}: [{v.kind}] {v.message[:200]}")
-            self._act(Violated(candidate=candidate, kind=v.kind), node_id=outcome.node_id)
-            if candidate.origin != "seed":
-                self._maybe_fix(candidate, report)
+            self._violated(candidate, outcome, rotating, **fitness)
             return
+        tokens = sum(u.prompt_tokens + u.completion_tokens for u in report.llm.values())
         member = Member(**candidate.identity(), score=outcome.static_score, results=report.results,
-                        write_example=report.write_example)
+                        write_example=report.write_example, tokens=tokens)
         challenge = self.incumbent.offer(member)
         self.run_dir.write_evaluation(candidate, outcome, rotating, **fitness, interval=self.incumbent.interval(member),
-                                      challenge=challenge)
+                                      challenge=challenge, screen_score=self.state.screen_scores.get(candidate.id))
         if challenge.verdict == "replaces" and candidate.origin != "seed":
             self.progress.message(f"{member.id} is the new best: static {member.score:.3f}, "
                                   f"{challenge.lead:+.3f} [{challenge.low:+.3f}, {challenge.high:+.3f}] on {challenge.incumbent}")
         self._act(Evaluated(candidate=candidate, score=outcome.static_score, results=report.results,
-                            write_example=report.write_example), node_id=outcome.node_id)
+                            write_example=report.write_example, tokens=tokens), node_id=outcome.node_id)
         self.shown.best_seed_score = self.state.best_seed_score()
         self._show_best()
 

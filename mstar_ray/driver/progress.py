@@ -16,6 +16,7 @@ class ProgressState(BaseModel):
     discarded: int = 0
     violations: int = 0
     duplicates: int = 0  # children not evaluated: structurally identical to a program already queued
+    screened_out: int = 0  # children the cascade stopped after the slice (counted in evaluated)
     evaluating: int = 0
     reflecting: int = 0
     best_score: float | None = None  # the incumbent's (mstar_ray.search.selection), with its interval
@@ -43,6 +44,7 @@ def _line(state: ProgressState, elapsed: float) -> str:
     target = f"/{state.target}" if state.target else ""
     hit_rate = f"{state.cache_hits / state.requests:.0%}" if state.requests else "-"
     duplicates = f", duplicates {state.duplicates}" if state.duplicates else ""
+    duplicates += f", screened out {state.screened_out}" if state.screened_out else ""
     return (f"[{state.phase}] candidates {state.evaluated}{target} (discarded {state.discarded}, violations "
             f"{state.violations}{duplicates}) · in flight: {state.evaluating} eval, {state.reflecting} reflect · best {best} "
             f"(seeds {seed}) · ${state.cost_usd:.4f}, {state.tokens} tokens, cache {hit_rate} · "

@@ -92,7 +92,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         "texts": {"granularity": config.task.granularity, "total": len(task.texts), "written_in_search": len(split.train_texts)},
         "candidates_evaluated": result.evaluated, "discarded": result.discarded, "violations": result.violations,
         "wall_seconds": round(result.wall_s, 1), "stop_reason": result.stop_reason,
-        "duplicates": driver.state.duplicates,
+        "duplicates": driver.state.duplicates, "screened_out": result.screened_out,
         "structural_families": len(result.families.medoids) if result.families else None,
     }
     directory.write_summary(summary)

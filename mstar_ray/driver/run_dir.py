@@ -17,7 +17,8 @@ from mstar_ray.runlog.sources import load_source, store_source
 from mstar_ray.runlog.writer import LogWriter, write_atomic
 from mstar_ray.state.candidate import Candidate, Seed
 from mstar_ray.state.transitions import (
-    Discarded, Duplicate, Evaluated, Failed, Queued, ReflectionStarted, Retried, Stopped, Transition, Violated,
+    Discarded, Duplicate, Evaluated, Failed, Queued, ReflectionStarted, Retried, Screened, Stopped, Transition,
+    Violated,
 )
 
 # What an events row of each transition says to people (kind, work, purpose, detail); its data is the
@@ -99,6 +100,10 @@ class RunDir:
             case ReflectionStarted(iteration=iteration, kind=kind):
                 row.update(kind="started", work="reflection", purpose=kind, iteration=iteration,
                            detail=f"reflection ({kind})")
+            case Screened(score=score, bar=bar, passed=passed):
+                needed = "" if bar is None else f", needed {bar:.4f}"
+                row.update(kind="finished", work="evaluation", purpose="screen",
+                           detail=f"slice {score:.4f}{needed}: {'goes on' if passed else 'screened out'}")
             case Evaluated(score=score):
                 row.update(kind="finished", work="evaluation", purpose="search", detail=f"static {score:.4f}")
             case Violated(kind=kind):
@@ -118,29 +123,55 @@ class RunDir:
 
     def write_evaluation(self, candidate, outcome, splits: dict[str, str], *, written: list[str] | None = None,
                          static_evidence: float | None = None, interval: tuple[float, float] | None = None,
-                         challenge=None) -> None:
-        """The candidate's row (search evaluations only: a test or a confirmation is logged as results and
-        an event), its per-question results as one batch, and its LLM calls. ``written`` (the texts the
-        evaluation wrote), ``static_evidence``, ``interval`` (of the static score) and ``challenge`` (a
-        ``search.selection.Challenge``: how it fared against the incumbent) go into the row."""
-        report = outcome.report
+                         challenge=None, screen_score: float | None = None, screen_threshold: float | None = None) -> None:
+        """The candidate's row (search evaluations only, or a screening that found a violation: a test or a
+        confirmation is logged as results and an event), its per-question results as one batch, and its LLM
+        calls. ``written`` (the texts the evaluation wrote), ``static_evidence``, ``interval`` (of the static
+        score), ``challenge`` (a ``search.selection.Challenge``: how it fared against the incumbent) and the
+        cascade's ``screen_score`` and ``screen_threshold`` go into the row."""
+        self._results_and_calls(candidate, outcome, splits)
+        if outcome.purpose in ("confirm", "test"):
+            self.event("finished", candidate=candidate.id, node_id=outcome.node_id, work="evaluation",
+                       purpose=outcome.purpose, detail=f"{outcome.purpose} {outcome.static_score:.4f}")
+            return
+        violation = outcome.report.violation
+        self._log("candidates").append(self._row(
+            candidate, outcome, splits, status="violation" if violation else "evaluated",
+            static_score=outcome.static_score, written=written, static_evidence=static_evidence,
+            static_low=interval[0] if interval else None, static_high=interval[1] if interval else None,
+            incumbent=challenge.incumbent if challenge else None, lead_low=challenge.low if challenge else None,
+            lead_high=challenge.high if challenge else None, verdict=challenge.verdict if challenge else None,
+            screen_score=screen_score, screen_threshold=screen_threshold))
+
+    def write_screening(self, candidate, outcome, splits: dict[str, str], *, written: list[str],
+                        threshold: float | None, passed: bool) -> None:
+        """A screening's results and LLM calls; the candidate's row only when the cascade stopped it there (one
+        that goes on gets its row from its full evaluation, which carries its slice score too)."""
+        self._results_and_calls(candidate, outcome, splits)
+        if not passed:
+            self._log("candidates").append(self._row(
+                candidate, outcome, splits, status="screened_out", static_score=None, written=written,
+                screen_score=outcome.static_score, screen_threshold=threshold))
+
+    def _results_and_calls(self, candidate, outcome, splits: dict[str, str]) -> None:
         self._log("results").append([
             ResultRow(candidate=candidate.id, question_id=r.id, split=splits.get(r.id, "static"), category=r.category,
                       question=r.question, expected=r.expected, prediction=r.prediction, score=r.score, judge=r.judge,
                       query=json.dumps(r.query if r.query is not None else {}), context=r.context, latency_s=r.seconds,
                       error=r.error, trace=r.trace, stage=r.stage, missing_evidence=r.missing)
-            for r in report.results])
+            for r in outcome.report.results])
         self.write_calls(outcome.calls, candidate=candidate.id)
-        if outcome.purpose != "search":
-            self.event("finished", candidate=candidate.id, node_id=outcome.node_id, work="evaluation",
-                       purpose=outcome.purpose, detail=f"{outcome.purpose} {outcome.static_score:.4f}")
-            return
+
+    @staticmethod
+    def _row(candidate, outcome, splits: dict[str, str], *, status: str, written: list[str] | None,
+             **fields) -> CandidateRow:
+        report = outcome.report
         usage = [*report.llm.values(), *([report.embedding] if report.embedding else [])]
         rotating = [r.score for r in report.results if splits.get(r.id) == "rotating"]
         violation = report.violation
-        self._log("candidates").append(CandidateRow(
-            id=candidate.id, **candidate.log_fields(), status="violation" if violation else "evaluated", iteration=candidate.iteration,
-            static_score=outcome.static_score, judge_score=report.judge_score, metric=report.metric,
+        return CandidateRow(
+            id=candidate.id, **candidate.log_fields(), status=status, iteration=candidate.iteration,
+            judge_score=report.judge_score, metric=report.metric,
             rotating_score=sum(rotating) / len(rotating) if rotating else None,
             category_scores={k: v.score for k, v in report.categories.items()},
             violation_kind=violation.kind if violation else None, violation_message=violation.message if violation else None,
@@ -150,12 +181,7 @@ class RunDir:
             requests=sum(u.requests for u in usage), worker_pid=outcome.worker_pid, node_id=outcome.node_id,
             fix_round=candidate.fix_round,
             write_example=json.dumps(report.write_example) if report.write_example is not None else None,
-            texts_written=list(written or []), static_evidence=static_evidence,
-            static_low=interval[0] if interval else None, static_high=interval[1] if interval else None,
-            incumbent=challenge.incumbent if challenge else None, lead_low=challenge.low if challenge else None,
-            lead_high=challenge.high if challenge else None, verdict=challenge.verdict if challenge else None,
-            stage_counts=report.stages or {},
-        ))
+            texts_written=list(written or []), stage_counts=report.stages or {}, **fields)
 
     def write_calls(self, calls: list[CallLog], *, candidate: str | None, parent: str | None = None) -> None:
         """Each request as the ledger priced it, for ``candidate`` (and, for a reflector call, ``parent``)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
@@ -29,6 +30,7 @@ from mstar_ray.runlog.live import InFlight
 from mstar_ray.search.jobs import EvalJob, EvalOutcome
 from mstar_ray.search.population import Member
 from mstar_ray.search.selection import Confirmation, Selection
+from mstar_ray.search.work import WorkKind
 from mstar_ray.search.split import SplitPlan
 from mstar_ray.search.work import Crashed, Raised, Work
 from mstar_ray.state.candidate import Candidate, Seed
@@ -48,6 +50,7 @@ class RunResult:
     evaluated: int
     discarded: int
     violations: int
+    screened_out: int
     wall_s: float
     stop_reason: str
     families: Families | None = None
@@ -55,12 +58,16 @@ class RunResult:
 
 class SearchDriver:
     def __init__(self, config: RunConfig, seeds: list[Seed], task: Task, run_dir: RunDir, progress: Progress, *,
-                 watch: Callable[[], None] | None = None, held: dict[str, float] | None = None):
+                 watch: Callable[[], None] | None = None, held: dict[str, float] | None = None,
+                 workers: dict[WorkKind, Callable[[], Any]] | None = None):
         """``watch``: called every turn of the loop (the served models' replicas, ``driver.serving``); ``held``:
-        resources of the cluster that those replicas hold, which evaluators cannot have."""
+        resources of the cluster that those replicas hold, which evaluators cannot have; ``workers``: how to start
+        each kind of actor, in place of the evaluator and reflector actors (a simulation's stand-ins:
+        ``scripts/bench_scale.py``); each must answer the same calls."""
         self.config = config
         self.watch = watch
         self.held = held or {}
+        self.workers = workers
         self.seeds = seeds
         self.task = task
         self.run_dir = run_dir
@@ -74,12 +81,15 @@ class SearchDriver:
     def _start(self, *, check_split: bool = False) -> None:
         cfg = self.config
         self.cache, self.gateway = start_run_services(self.run_dir.path, cfg.llm)
-        embedder = RoleClients(cfg.llm, cache=self.cache, gateway=self.gateway).embedder()
+        roles = RoleClients(cfg.llm, cache=self.cache, gateway=self.gateway)
+        embedder = roles.embedder()
         self.progress.message(f"choosing the split with {embedder.name} embeddings ...")
         self.plan = SplitPlan(self.task, embedder, test_fraction=cfg.split.test_fraction,
                               static_size=cfg.split.static_size, rotating_size=cfg.split.rotating_size,
                               train_ratio=cfg.split.train_ratio, seed=cfg.search.seed,
-                              confirmation_size=cfg.split.confirmation_size, test_texts=cfg.split.test_texts)
+                              confirmation_size=cfg.split.confirmation_size, test_texts=cfg.split.test_texts,
+                              screen_size=cfg.search.cascade.slice_size if cfg.search.cascade else 0)
+        self.run_dir.write_calls(roles.drain_calls(), candidate=None)  # a remote embedder's, priced by the gateway
         if check_split:
             stored = self.run_dir.read_split()
             if stored != self.plan.split:
@@ -96,10 +106,10 @@ class SearchDriver:
             raise FatalRunError(
                 f"ray.reflector_cpus: {reflectors} reflectors need {reflectors * cfg.ray.reflector_cpus:g} CPUs but only "
                 f"{spare:g} remain beside {evaluators} evaluators; lower it (0 is fine: reflectors mostly wait)")
-        self.pool = WorkerPool({"evaluate": self._new_evaluator, "reflect": self._new_reflector},
+        self.pool = WorkerPool(self.workers or {"evaluate": self._new_evaluator, "reflect": self._new_reflector},
                                {"evaluate": evaluators, "reflect": reflectors})
         self.policy = SearchPolicy(cfg, self.task, self.plan, self.run_dir, self.progress, self.state,
-                                   evaluators=evaluators, llm_stop=lambda: self.gateway.snapshot().stop)
+                                   evaluators=evaluators, llm_stop=lambda: self.usage.stop)
         self.progress.message(check_sandboxes(self.pool.all_actors()))
         split = self.plan.split
         evidence = "" if split.static_evidence is None else f", holding {split.static_evidence:.0%} of the static evidence"
@@ -108,6 +118,9 @@ class SearchDriver:
             f"{len(split.confirmation)} for confirmation, {len(split.test)} test questions; "
             f"{len(split.train_texts)} of {len(self.task.texts)} texts written ({len(split.evidence_texts)} for the "
             f"static evidence{evidence}); {evaluators} evaluators, {reflectors} reflectors")
+        if split.screen:
+            self.progress.message(f"cascade: every program is first evaluated on {len(split.screen)} of the static "
+                                  f"questions with {len(split.screen_texts)} texts written (rule {cfg.search.cascade.rule})")
 
     def _new_evaluator(self):
         return new_evaluator(self.config, self.cache.name, self.gateway.name, self.board_name)
@@ -126,6 +139,9 @@ class SearchDriver:
         self._start(check_split=restored is not None and self.run_dir.has_split())
         if restored is not None:
             self.gateway.restore(restored.usage)
+        # The gateway's figures as of this turn of the loop: taken once per turn (``_refresh``), read by the live
+        # line and by the policy's budget check alike.
+        self.usage = self.gateway.snapshot()
         self.policy.start([seed.candidate() for seed in self.seeds], restored)
         self.state.phase = "searching"
         try:
@@ -139,8 +155,8 @@ class SearchDriver:
         into the live line, and into ``live.json`` for ``status``."""
         if self.watch is not None:
             self.watch()
-        snapshot = self.gateway.snapshot()
-        self.state.cost_usd, self.state.tokens = snapshot.total.cost_usd, snapshot.total.tokens
+        self.usage = self.gateway.snapshot()
+        self.state.cost_usd, self.state.tokens = self.usage.total.cost_usd, self.usage.total.tokens
         running = self.pool.running()
         self.state.evaluating = sum(1 for work in running if work.kind == "evaluate")
         self.state.reflecting = sum(1 for work in running if work.kind == "reflect")
@@ -256,7 +272,8 @@ class SearchDriver:
         self.progress.close(self.state)
         return RunResult(best=best, best_seed=best_seed, tests=tests, selection=selection,
                          evaluated=self.state.evaluated, discarded=self.state.discarded,
-                         violations=self.state.violations, wall_s=time.monotonic() - self.policy.started,
+                         violations=self.state.violations, screened_out=self.state.screened_out,
+                         wall_s=time.monotonic() - self.policy.started,
                          stop_reason=str(stop_reason), families=families)
 
     def _families(self) -> Families | None:

@@ -4,11 +4,18 @@ Texts go in batches of ``batch_size``; each reply is put back in input order by 
 checked (one flat, finite vector per text, all of one dimension) and L2-normalised, so the vectors can be
 compared by dot product whatever the server returns. Retries (backoff on 429, 5xx, timeouts and connection
 errors) are the ``openai`` client's own, configured by ``max_retries``.
+
+Given the run's gateway, every request is admitted by it (the endpoint's ``max_concurrency`` and
+``requests_per_minute``, and the budget) and settled with it, which prices its tokens from the run's table
+and counts them against the budget, as for a chat call; ``drain_calls`` gives each request's record for the
+run's ``llm_calls`` log.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +23,8 @@ import numpy as np
 import openai
 
 from mstar_ray.embedding.errors import EmbeddingEndpointError
+from mstar_ray.llm.governor import Gateway, admitted
+from mstar_ray.llm.usage import CallLog
 
 _PROBE_TIMEOUT_S = 15.0
 
@@ -38,6 +47,7 @@ class OpenAIEmbedder:
         max_retries: int = 2,
         batch_size: int = 64,
         dim: int | None = None,
+        gateway: Gateway | None = None,
     ) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -52,6 +62,20 @@ class OpenAIEmbedder:
         self.batch_size = batch_size
         self._dim = dim
         self._client = openai.OpenAI(base_url=base_url, api_key=self._key(), timeout=timeout_s, max_retries=max_retries)
+        self.gateway = gateway
+        self._lock = threading.Lock()
+        self._calls: list[CallLog] = []
+
+    @property
+    def endpoint_key(self) -> str:
+        """As ``EmbeddingConfig.endpoint_key``: the gateway's name for this endpoint's limits."""
+        return f"{self.base_url.rstrip('/')}#{self.model}"
+
+    def drain_calls(self) -> list[CallLog]:
+        """The requests made since the last drain, as the gateway priced them (none without a gateway)."""
+        with self._lock:
+            calls, self._calls = self._calls, []
+        return calls
 
     def _key(self) -> str:
         if self.api_key_env is None:
@@ -89,15 +113,25 @@ class OpenAIEmbedder:
         return vectors
 
     def _embed_batch(self, client: openai.OpenAI, batch: list[str]) -> list[list[float]]:
+        lease = admitted(self.gateway, self.endpoint_key, self._where()) if self.gateway is not None else None
+        started = time.monotonic()
         try:
             # "float" explicitly: the client otherwise asks for base64, which some compatible servers lack.
             response = client.embeddings.create(model=self.model, input=batch, encoding_format="float")
-        except openai.APIStatusError as exc:
-            raise EmbeddingEndpointError(f"{self._where()} answered HTTP {exc.status_code}: {exc.message}") from None
-        except openai.APIConnectionError as exc:  # includes timeouts
-            raise EmbeddingEndpointError(f"{self._where()} is unreachable: {exc}") from None
         except openai.APIError as exc:
+            if lease is not None:
+                self.gateway.release(lease)
+            if isinstance(exc, openai.APIStatusError):
+                raise EmbeddingEndpointError(f"{self._where()} answered HTTP {exc.status_code}: {exc.message}") from None
+            if isinstance(exc, openai.APIConnectionError):  # includes timeouts
+                raise EmbeddingEndpointError(f"{self._where()} is unreachable: {exc}") from None
             raise EmbeddingEndpointError(f"{self._where()} failed: {exc}") from None
+        if lease is not None:
+            tokens = getattr(getattr(response, "usage", None), "prompt_tokens", None) or 0
+            call = self.gateway.settle(lease, CallLog(role="embedding", model=self.model, step="embed",
+                                                      prompt_tokens=tokens, latency_s=time.monotonic() - started))
+            with self._lock:
+                self._calls.append(call)
         matrix = self._check_reply(getattr(response, "data", None) or [], len(batch))
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         # A zero vector stays zero rather than becoming NaN.

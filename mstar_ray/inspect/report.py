@@ -24,6 +24,8 @@ from mstar_ray.run_config import load_run_config  # noqa: E402
 from mstar_ray.runlog import layout  # noqa: E402
 from mstar_ray.runlog.reader import read_rows  # noqa: E402
 from mstar_ray.runlog.transfer import TransferMatrix  # noqa: E402
+from mstar_ray.search.pareto import ParetoParents  # noqa: E402
+from mstar_ray.search.population import Population  # noqa: E402
 from mstar_ray.search.split import Split  # noqa: E402
 from mstar_ray.state.replay import restore  # noqa: E402
 from mstar_ray.structure.families import Families, population_families  # noqa: E402
@@ -182,10 +184,40 @@ def _families_section(families: Families | None, rows) -> str:
                      f"{html.escape(messages.get(medoid, ''))}</td></tr>")
     table.append("</table>")
     children = [r for r in rows if r.novelty_parent is not None]
+    sample = (f"<p>the families and the map of a sample of {len(families.ids)} of the {families.programs} programs: the "
+              "best half by static score and a seeded draw of the rest</p>"
+              if families.programs and families.programs > len(families.ids) else "")
     novelty = (f"<p>mean distance between programs {families.mean_distance:.3f}; silhouette {families.silhouette:.2f}; "
                f"children's median distance to their parent "
                f"{sorted(r.novelty_parent for r in children)[len(children) // 2]:.3f}</p>" if children else "")
-    return _png(fig) + "".join(table) + novelty
+    return _png(fig) + sample + "".join(table) + novelty
+
+
+def _pareto_section(config, split: Split, population: Population) -> str:
+    """The members no other beats on every objective (search.pareto's), with their per-category static means:
+    the parents ``parent_selection: pareto`` draws from, each weighted by the objectives it is best on."""
+    members = population.members
+    rule = config.search.pareto
+    parents = ParetoParents(split.static, rule.objectives, rule.cost)
+    front = sorted(parents.front(population), key=lambda entry: -entry.member.score)
+    by_category = ParetoParents(split.static, "categories")
+    categories = by_category.names
+    used = ("the run drew its parents from it" if config.search.parent_selection == "pareto"
+            else f"the run chose parents by {config.search.parent_selection}; shown for comparison")
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in categories)
+    rows = [f"<p>{len(front)} of {len(members)} programs on the front over every static "
+            f"{'question' if rule.objectives == 'items' else 'category'}{' and the token cost' if rule.cost else ''} "
+            f"({used}); best on: the objectives on which each has the population's best value, its weight</p>",
+            f"<table><tr><th>program</th><th>static</th>{head}<th>best on</th><th>tokens</th><th>change</th></tr>"]
+    best = {c: max(by_category.values(m)[i] for m in members) for i, c in enumerate(categories)}
+    for entry in front:
+        m = entry.member
+        cells = "".join(f"<td>{'<b>' if v >= best[c] - 1e-12 else ''}{v:.3f}</td>"
+                        for c, v in zip(categories, by_category.values(m)))
+        rows.append(f"<tr><td><code>{m.id}</code></td><td>{m.score:.3f}</td>{cells}<td>{entry.best_on}</td>"
+                    f"<td>{m.tokens}</td><td>{html.escape(m.commit_message[:80])}</td></tr>")
+    rows.append("</table><p>bold: the population's best on that category's static questions</p>")
+    return "".join(rows)
 
 
 def _transfer_section(run_dir: Path) -> str | None:
@@ -223,11 +255,13 @@ def _seed_of(member_id: str, by_id: dict) -> str | None:
 
 def build_report(run_dir: Path) -> str:
     all_rows = read_rows(run_dir, "candidates")
-    rows = [r for r in all_rows if r.status != "duplicate"]
-    duplicates = len(all_rows) - len(rows)
+    screened = [r for r in all_rows if r.status == "screened_out"]  # no full evaluation: no static score to plot
+    rows = [r for r in all_rows if r.status not in ("duplicate", "screened_out")]
+    duplicates = len(all_rows) - len(rows) - len(screened)
     if not rows:
         raise ValueError(f"{run_dir}: no candidate has been evaluated yet")
     calls = read_rows(run_dir, "llm_calls")
+    config = load_run_config(run_dir / layout.CONFIG)
     state = restore(run_dir)
     by_id = {m.id: m for m in state.members}
     evaluated = [r for r in rows if r.status == "evaluated"]
@@ -244,6 +278,10 @@ def build_report(run_dir: Path) -> str:
              f"cost ${sum(c.cost_usd for c in calls):.4f}; {sum(c.cache_hit for c in calls)} of {len(calls)} LLM requests from the cache",
              f"{duplicates} children not evaluated again (identical or structurally identical to a program already queued)",
              *(f"scored by {html.escape(metric)}" for metric in metrics(run_dir))]
+    if config.search.cascade is not None:
+        passed = [r for r in evaluated if r.origin != "seed" and r.screen_score is not None]
+        facts.append(f"cascade (rule {config.search.cascade.rule}): {len(screened)} children screened out after the "
+                     f"slice, {len(passed)} went on to a full evaluation")
     formats = Counter(r.edit_format for r in rows if r.origin == "reflection")
     if formats:
         tolerated = sum(1 for r in rows if r.tolerances)
@@ -263,7 +301,8 @@ def build_report(run_dir: Path) -> str:
         ("Wall time and cost", _time_cost_plot(rows, calls)),
         ("Lineage", _lineage_plot(evaluated)),
         ("Per category: the best against the seeds", _category_plot(best_row, seed_rows)),
-        ("Worker utilisation", _utilisation_plot(rows)),
+        ("Worker utilisation", _utilisation_plot(rows + screened)),
+        ("Pareto front", _pareto_section(config, split, state.population)),
         ("Structural families", _families_section(_families(run_dir, state.members), rows)),
         ("The best program's diff from its seed", f"<pre>{html.escape(diff)}</pre>"),
     ]

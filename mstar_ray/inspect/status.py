@@ -128,6 +128,9 @@ def status_text(run_dir: Path) -> str:
              f"progress  {state.evaluated}{f'/{target}' if target else ''} candidates evaluated · {state.discarded} "
              f"discarded · {state.violations} violations · {state.duplicates} duplicates · {state.iterations} "
              "reflections started"]
+    if config.search.cascade is not None:
+        lines.append(f"cascade   {state.screened_out} of {state.evaluated} children screened out after the slice "
+                     f"(rule {config.search.cascade.rule}); {len(state.screen_scores)} programs screened")
     if alive or not summary_path.exists():
         lines.append(f"in flight {len(state.queue)} candidates queued or evaluating · {len(state.reflections)} reflections")
     if alive:

@@ -16,12 +16,17 @@ from collections.abc import Callable
 
 from mstar_ray.llm.cache import CacheStore, request_key
 from mstar_ray.llm.endpoint import CallFailure, ChatEndpoint, Completion
-from mstar_ray.llm.errors import BudgetExceeded, EndpointError, RequestRefused
-from mstar_ray.llm.governor import Gateway, Governor
+from mstar_ray.llm.errors import EndpointError, RequestRefused
+from mstar_ray.llm.governor import Gateway, Governor, admitted
 from mstar_ray.llm.retry import RetryPolicy
 from mstar_ray.llm.usage import CallLog, StepUsage
 
 log = logging.getLogger("mstar_ray.llm")
+
+# How often a caller whose request another caller is already sending looks for its reply: soon at first (a
+# short request), then less often, so many waiters do not flood the run's cache.
+FIRST_LOOK_S = 0.02
+LOOK_EVERY_S = 0.5
 
 
 class LLMClient:
@@ -68,24 +73,44 @@ class LLMClient:
     ) -> Completion:
         body = self.endpoint.payload(messages, json_mode=json_mode, max_tokens=max_tokens)
         key = request_key("chat", body)
-        if self.cache is not None:
-            hit = self.cache.get_many([key]).get(key)
-            if hit is not None:
-                self._count(step, cache_hit=True)
-                self._log(CallLog(role=self.role, model=self.model, step=step, cache_hit=True))
-                return Completion(**json.loads(hit), cached=True)
-        completion, call = self._send_with_retries(body, step)
+        if self.cache is None:
+            completion, call = self._send_with_retries(body, step)
+            self._log(call)
+            return completion
+        hit = self._cached_or_reserved(key)
+        if hit is not None:
+            self._count(step, cache_hit=True)
+            self._log(CallLog(role=self.role, model=self.model, step=step, cache_hit=True))
+            return Completion(**json.loads(hit), cached=True)
+        try:
+            completion, call = self._send_with_retries(body, step)
+        except BaseException:
+            self.cache.abandon(key)  # a caller waiting for this reply sends the request itself
+            raise
         self._log(call)
-        if self.cache is not None:
-            stored = completion.model_dump(include={"text", "prompt_tokens", "completion_tokens"})
-            self.cache.put_many({key: json.dumps(stored).encode()})
+        stored = completion.model_dump(include={"text", "prompt_tokens", "completion_tokens"})
+        self.cache.put_many({key: json.dumps(stored).encode()})
         return completion
+
+    def _cached_or_reserved(self, key: str) -> bytes | None:
+        """The cached reply; or None once this caller holds the key's reservation and is to send the request.
+        While another caller sends the same request, wait for its reply rather than pay for it twice; its
+        reservation lapses after one attempt's timeout, so a waiter on a dead or stuck caller goes on."""
+        pause = FIRST_LOOK_S
+        while True:
+            found = self.cache.reserve(key, self.endpoint.config.request_timeout_s)
+            if found.value is not None:
+                return found.value
+            if found.mine:
+                return None
+            self._sleep(pause)
+            pause = min(2 * pause, LOOK_EVERY_S)
 
     def _send_with_retries(self, body: dict, step: str) -> tuple[Completion, CallLog]:
         endpoint_key = self.endpoint.config.endpoint_key
         attempt = 0
         while True:
-            lease = self._admit(endpoint_key)
+            lease = admitted(self.gateway, endpoint_key, self.endpoint.where(), self._sleep)
             try:
                 completion = self.endpoint.send(body)
             except CallFailure as failure:
@@ -101,15 +126,6 @@ class LLMClient:
             ))
             self._count(step, tokens=(completion.prompt_tokens, completion.completion_tokens))
             return completion.model_copy(update={"retries": attempt}), call
-
-    def _admit(self, endpoint_key: str) -> str:
-        while True:
-            admission = self.gateway.admit(endpoint_key)
-            if admission.stop:
-                raise BudgetExceeded(f"{self.endpoint.where()}: {admission.stop}")
-            if admission.lease is not None:
-                return admission.lease
-            self._sleep(admission.wait_s)
 
     def _after_failure(self, failure: CallFailure, attempt: int, endpoint_key: str) -> None:
         """Raise when retrying cannot help or the retries are used up; otherwise wait before the next try."""

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from pydantic import BaseModel
 
+from mstar_ray.llm.errors import BudgetExceeded
 from mstar_ray.llm.ledger import Budget, Ledger, Price, RoleUsage
 from mstar_ray.llm.limits import EndpointLimit, LimitTable
 from mstar_ray.llm.usage import CallLog
@@ -42,6 +44,18 @@ class Gateway(Protocol):
     def snapshot(self) -> UsageSnapshot: ...
 
     def restore(self, usage: dict[str, RoleUsage]) -> None: ...
+
+
+def admitted(gateway: Gateway, endpoint: str, where: str, sleep: Callable[[float], None] = time.sleep) -> str:
+    """A lease for one request to ``endpoint`` (waiting while its limits say so), or ``BudgetExceeded``
+    naming ``where`` once the run's budget is spent: how every paid call, chat or embedding, starts."""
+    while True:
+        admission = gateway.admit(endpoint)
+        if admission.stop:
+            raise BudgetExceeded(f"{where}: {admission.stop}")
+        if admission.lease is not None:
+            return admission.lease
+        sleep(admission.wait_s)
 
 
 class Governor:

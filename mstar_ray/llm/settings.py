@@ -26,12 +26,23 @@ class EmbeddingConfig(BaseModel):
     api_key_env: str | None = None
     timeout_s: float = Field(60.0, gt=0)
     batch_size: int = Field(64, gt=0)
+    max_concurrency: int | None = Field(None, gt=0, description="openai: requests in flight at once, across the run")
+    requests_per_minute: int | None = Field(None, gt=0, description="openai: requests started per minute, across the run")
 
     @model_validator(mode="after")
     def _endpoint_given(self) -> EmbeddingConfig:
         if self.kind == "openai" and not (self.base_url and self.model):
             raise ValueError("kind 'openai' needs base_url and model")
         return self
+
+    @property
+    def remote(self) -> bool:
+        """Embeddings from an endpoint: its requests are admitted, priced and budgeted like chat calls."""
+        return self.kind == "openai"
+
+    @property
+    def endpoint_key(self) -> str:
+        return f"{(self.base_url or '').rstrip('/')}#{self.model}"
 
 
 class ReflectorConfig(EndpointConfig):
@@ -63,7 +74,8 @@ class LLMSettings(BaseModel):
         if self.toolkit is not None and self.task is None:
             raise ValueError("toolkit is set but task is not: the offline task agent answers toolkit calls itself")
         if self.budget.max_usd is not None:
-            unpriced = sorted({c.model for c in self.endpoints().values()} - set(self.prices))
+            models = {c.model for c in self.endpoints().values()} | ({self.embedding.model} if self.embedding.remote else set())
+            unpriced = sorted(models - set(self.prices))
             if unpriced:
                 raise ValueError(f"budget.max_usd is set but prices has no entry for model(s) {', '.join(unpriced)}")
         return self
@@ -85,9 +97,10 @@ class LLMSettings(BaseModel):
         return self.model_copy(update={role: getattr(self, role).at(urls[name]) for role, name in self.served().items()})
 
     def limits(self) -> dict[str, EndpointLimit]:
-        """One limit per endpoint (server and model), the strictest any role asks for."""
+        """One limit per endpoint (server and model), the strictest any role (or the embeddings) asks for."""
+        remote = [self.embedding] if self.embedding.remote else []
         merged: dict[str, EndpointLimit] = {}
-        for config in self.endpoints().values():
+        for config in [*self.endpoints().values(), *remote]:
             limit = EndpointLimit(max_concurrency=config.max_concurrency, requests_per_minute=config.requests_per_minute)
             key = config.endpoint_key
             merged[key] = merged[key].tighter(limit) if key in merged else limit

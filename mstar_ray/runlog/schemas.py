@@ -41,7 +41,10 @@ from mstar_ray.llm.usage import CallLog
 #    (kind started), stopped serving mid-run (failed) or was shut down at the end (finished), its record
 #    (app, replica, node, pid, state, start-up time; serve.replicas.ReplicaRecord) as data;
 #    llm_calls gained served_by (the replica that answered the call)
-SCHEMA_VERSION = 9
+# 10: cascade evaluation (search.cascade): candidates gained the status "screened_out", screen_score (the mean over
+#    the slice) and screen_threshold (what it needed); results gained the split "screen"; the events of
+#    evaluations the purpose "screen" and the transition Screened
+SCHEMA_VERSION = 10
 VERSION_KEY = b"mstar_ray.schema_version"
 TABLE_KEY = b"mstar_ray.table"
 
@@ -74,8 +77,9 @@ class CandidateRow(Row):
     patch: str | None = None
     edit_format: str | None = None
     tolerances: list[str] = Field(default_factory=list)  # fixes a tolerant reading of the reflector's reply made
-    # failed: its evaluation broke down (an evaluator error or crash), not its program; violation_message says how
-    status: Literal["evaluated", "violation", "discarded", "duplicate", "failed"]
+    # failed: its evaluation broke down (an evaluator error or crash), not its program; violation_message says how;
+    # screened_out: the cascade stopped it after the slice (static_score stays empty: it had no full evaluation)
+    status: Literal["evaluated", "violation", "discarded", "duplicate", "failed", "screened_out"]
     iteration: Int32
     static_score: float | None = None
     rotating_score: float | None = None  # test scores live in ``results`` (split "test") and summary.json
@@ -108,6 +112,8 @@ class CandidateRow(Row):
     verdict: Literal["replaces", "contender", "kept"] | None = None  # mstar_ray.search.selection
     # attributed failures on the static and rotating items: category -> stage -> count (none: not attributed)
     stage_counts: dict[str, dict[str, int]] = Field(default_factory=dict)
+    screen_score: float | None = None  # the cascade's: mean over the slice of the static set
+    screen_threshold: float | None = None  # the slice score it needed to go on (None: nothing to compare with)
     finished_at: AwareDatetime = Field(default_factory=_now)
 
 
@@ -116,7 +122,7 @@ class ResultRow(Row):
 
     candidate: str
     question_id: str
-    split: Literal["static", "rotating", "confirmation", "test"]
+    split: Literal["screen", "static", "rotating", "confirmation", "test"]
     category: str
     question: str
     expected: str
@@ -233,6 +239,8 @@ SCHEMAS: dict[str, pa.Schema] = {
         _opt("lead_high", pa.float64()),
         _opt("verdict", pa.string()),
         _req("stage_counts", pa.map_(pa.string(), pa.map_(pa.string(), pa.int64()))),
+        _opt("screen_score", pa.float64()),
+        _opt("screen_threshold", pa.float64()),
         _req("finished_at", TIMESTAMP),
     ),
     "results": _schema(

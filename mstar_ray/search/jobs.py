@@ -12,7 +12,7 @@ from mstar_ray.results import EvalReport
 from mstar_ray.tasks.model import Item, RawText
 
 
-Purpose = Literal["search", "confirm", "test"]
+Purpose = Literal["screen", "search", "confirm", "test"]  # screen: the cascade's first stage
 
 
 class EvalJob(BaseModel):

@@ -14,7 +14,7 @@ from typing import Literal
 from mstar_ray.results import ItemResult
 from mstar_ray.program_id import ProgramIdentity
 
-ParentMode = Literal["softmax", "greedy", "chain"]
+ParentMode = Literal["softmax", "greedy", "chain"]  # and "pareto": mstar_ray.search.pareto
 
 
 class Member(ProgramIdentity):
@@ -23,6 +23,7 @@ class Member(ProgramIdentity):
     score: float  # mean over the static set: the fitness J
     results: list[ItemResult] = []  # static and rotating, for failure and success cases
     write_example: dict | None = None
+    tokens: int = 0  # prompt and completion tokens its evaluation's model calls took (a cache hit takes none)
 
 
 class Population:

@@ -31,6 +31,8 @@ class Split(BaseModel):
     evidence_texts: list[str] = []  # those of train_texts that hold the static questions' evidence
     static_evidence: float | None = None  # share of the static questions' evidence units in train_texts
     test_texts: list[str] = []  # text ids written for the held-out test, in the task's order; empty: every text
+    screen: list[str] = []  # the cascade's slice of the static set (search.cascade); empty: no cascade
+    screen_texts: list[str] = []  # text ids written for a screening on the slice, in the task's order
 
 
 def held_out(questions: list[Item], fraction: float, seed: int) -> list[str]:
@@ -80,7 +82,7 @@ class SplitPlan:
 
     def __init__(self, task: Task, embedder: Embedder, *, test_fraction: float, static_size: int,
                  rotating_size: int, train_ratio: float, seed: int, confirmation_size: int = 0,
-                 test_texts: int | None = None):
+                 test_texts: int | None = None, screen_size: int = 0):
         self.task = task
         self.seed = seed
         self.rotating_size = rotating_size
@@ -113,6 +115,15 @@ class SplitPlan:
         self._rotating: dict[int, list[str]] = {}
         train = self._in_order(task.texts[i].id for i in train_idx)
         tested = [q for q in task.items if q.id in test]
+        screen, screen_texts = [], []
+        if screen_size:
+            # The slice is chosen from the static set as the static set is from the validation questions: one per
+            # k-means cluster, with its evidence and facility location filling train_ratio x its size in texts.
+            slice_idx, slice_texts = choose_validation_split(
+                self._vectors[static_idx], text_vectors, static_size=screen_size, ratio=train_ratio, seed=seed,
+                evidence=[evidence[i] for i in static_idx])
+            screen = [static[i] for i in slice_idx]
+            screen_texts = self._in_order(task.texts[i].id for i in slice_texts)
         self.split = Split(
             test=sorted(test),
             validation=[q.id for q in self._validation],
@@ -123,6 +134,8 @@ class SplitPlan:
             static_evidence=self.evidence_share(train, static)[0],
             test_texts=[t.id for t in covering_texts(task, tested, embedder, test_texts)]
             if test_texts is not None and tested and test_texts < len(task.texts) else [],
+            screen=screen,
+            screen_texts=screen_texts,
         )
 
     def _in_order(self, text_ids) -> list[str]:

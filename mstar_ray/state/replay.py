@@ -24,11 +24,13 @@ from mstar_ray.runlog.sources import load_source
 from mstar_ray.state.candidate import Candidate
 from mstar_ray.state.search_state import SearchState
 from mstar_ray.state.transitions import (
-    Discarded, Duplicate, Evaluated, Failed, Queued, ReflectionStarted, Retried, Stopped, Transition, Violated,
+    Discarded, Duplicate, Evaluated, Failed, Queued, ReflectionStarted, Retried, Screened, Stopped, Transition,
+    Violated,
 )
 
-# Transitions whose events row holds all of them (but a candidate's source).
-_WHOLE = {t.__name__: t for t in (Queued, ReflectionStarted, Duplicate, Discarded, Retried, Stopped)}
+# Transitions whose events row holds all of them (but a candidate's source). A screening that stopped its
+# program also wrote the program's row (status screened_out), from which it is rebuilt if a crash cut off its event.
+_WHOLE = {t.__name__: t for t in (Queued, ReflectionStarted, Screened, Duplicate, Discarded, Retried, Stopped)}
 # Transitions rebuilt from the candidate's row in ``candidates`` (and its ``results``).
 _FROM_ROW = {"Evaluated", "Violated", "Failed"}
 
@@ -43,7 +45,10 @@ def restore(run_dir: Path) -> SearchState:
     replayed: set[str] = set()
     for event in events:
         if event.transition in _WHOLE:
-            state.apply(_whole(event.transition, json.loads(event.data or "{}"), run_dir))
+            transition = _whole(event.transition, json.loads(event.data or "{}"), run_dir)
+            if isinstance(transition, Screened) and not transition.passed:
+                replayed.add(transition.candidate.id)
+            state.apply(transition)
         elif event.transition in _FROM_ROW and event.candidate in rows and event.candidate not in replayed:
             replayed.add(event.candidate)
             state.apply(_from_row(rows[event.candidate], results, run_dir))
@@ -69,10 +74,13 @@ def _from_row(row: CandidateRow, results: dict[str, list[ItemResult]], run_dir: 
     candidate = Candidate(**fields, source=load_source(run_dir, row.id) if row.status == "evaluated" else "")
     if row.status == "failed":
         return Failed(candidate=candidate, error=row.violation_message or "")
+    if row.status == "screened_out":
+        return Screened(candidate=candidate, score=row.screen_score or 0.0, bar=row.screen_threshold, passed=False)
     if row.status == "violation":
         return Violated(candidate=candidate, kind=row.violation_kind or "error")
     return Evaluated(candidate=candidate, score=row.static_score or 0.0, results=results.get(row.id, []),
-                     write_example=json.loads(row.write_example) if row.write_example else None)
+                     write_example=json.loads(row.write_example) if row.write_example else None,
+                     tokens=row.prompt_tokens + row.completion_tokens)
 
 
 def _search_results(run_dir: Path) -> dict[str, list[ItemResult]]:

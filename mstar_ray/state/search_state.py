@@ -17,7 +17,8 @@ from mstar_ray.search.population import Member, Population
 from mstar_ray.search.stop import StopReason
 from mstar_ray.state.candidate import Candidate
 from mstar_ray.state.transitions import (
-    Discarded, Duplicate, Evaluated, Failed, Queued, ReflectionStarted, Retried, Stopped, Transition, Violated,
+    Discarded, Duplicate, Evaluated, Failed, Queued, ReflectionStarted, Retried, Screened, Stopped, Transition,
+    Violated,
 )
 
 # Origins whose program closes the reflection of its iteration (a runtime fix answers a violation, not an
@@ -39,11 +40,17 @@ class SearchState:
     pending: dict[str, Candidate] = field(default_factory=dict)  # queued, in queue order, with no result yet
     open_reflections: set[int] = field(default_factory=set)  # improve reflections started, with no child yet
     iterations: int = 0  # improve reflections started
-    evaluated: int = 0  # children with a result (scored, violation or failed); seeds are not counted
+    evaluated: int = 0  # children with a result (scored, violation, failed or screened out); seeds are not counted
+    screened_out: int = 0  # children the cascade stopped after their slice
+    # By program id: its score on the cascade's slice (search.cascade), which the next children are held to.
+    screen_scores: dict[str, float] = field(default_factory=dict)
     discarded: int = 0
     violations: int = 0
     duplicates: int = 0
     crashes: collections.Counter[str] = field(default_factory=collections.Counter)  # evaluator deaths per id
+    # By the id of a program still being evaluated: where the notes of children that repeat it stand (parent id,
+    # place in its notes), to be given its score when it finishes.
+    awaiting: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     stop: StopReason | None = None
     # Filled by a replay only (live, the LLM gateway counts usage and the process its own wall time).
     usage: dict[str, RoleUsage] = field(default_factory=dict)
@@ -94,16 +101,27 @@ class SearchState:
                 self.open_reflections.add(iteration)
             case ReflectionStarted():
                 pass
+            case Screened(candidate=candidate, score=score, bar=bar, passed=passed):
+                self.screen_scores[candidate.id] = score
+                if not passed:
+                    self._finished(candidate)
+                    self.screened_out += 1
+                    self._settle(candidate.id, None, "; that program was screened out")
+                    if candidate.parent is not None:
+                        self._note(candidate, note=f"screened out: {score:.3f} on the cascade's slice of the static "
+                                                   f"questions, below the {bar:.3f} needed to go on to the rest")
             case Evaluated():
                 self._evaluated(transition)
             case Violated(candidate=candidate, kind=kind):
                 self._finished(candidate)
                 self.violations += 1
+                self._settle(candidate.id, 0.0, f"; that program broke the contract at run time: {kind}")
                 if candidate.parent is not None:
                     self._note(candidate, score=0.0, delta=-(self.score_of(candidate.parent) or 0.0),
                                note=f"runtime violation: {kind}")
             case Failed(candidate=candidate, error=error):
                 self._finished(candidate)
+                self._settle(candidate.id, None, "; that program's evaluation failed")
                 if candidate.parent is not None:
                     self._note(candidate, note=f"evaluation failed: {error[:200]}")
             case Duplicate():
@@ -141,7 +159,8 @@ class SearchState:
         candidate = done.candidate
         self._finished(candidate)
         self.population.add(Member(**candidate.identity(), score=done.score, results=done.results,
-                                   write_example=done.write_example))
+                                   write_example=done.write_example, tokens=done.tokens))
+        self._settle(candidate.id, done.score)
         if candidate.origin != "seed" and candidate.parent in self.population:
             parent = self.population.get(candidate.parent)
             self._note(candidate, score=done.score, delta=done.score - parent.score,
@@ -158,3 +177,14 @@ class SearchState:
             self._note(candidate, score=done.score, delta=None if done.score is None else done.score - parent.score,
                        changed=changed_pieces(parent.source, candidate.source),
                        note=f"{done.how} to a program {ALREADY_EVALUATED}: change something that matters")
+            if done.score is None and done.original in self.pending:
+                notes = self.child_notes[candidate.parent]
+                self.awaiting.setdefault(done.original, []).append((candidate.parent, len(notes) - 1))
+
+    def _settle(self, program_id: str, score: float | None, why: str = "") -> None:
+        """The children that repeat a program still being evaluated hear its outcome once it has one."""
+        for parent, place in self.awaiting.pop(program_id, []):
+            notes = self.child_notes[parent]
+            delta = None if score is None else score - self.population.get(parent).score
+            notes[place] = notes[place].model_copy(update={"score": score, "delta": delta,
+                                                           "note": notes[place].note + why})

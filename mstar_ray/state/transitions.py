@@ -40,6 +40,17 @@ class Evaluated(_Transition):
     score: float  # the static score, the fitness
     results: list[ItemResult]
     write_example: dict | None = None
+    tokens: int = 0  # what its evaluation's model calls took (Pareto selection's cost objective)
+
+
+class Screened(_Transition):
+    """A program's first evaluation under the cascade (search.cascade), on the slice of the static set: it goes on
+    to its full evaluation, or it is screened out and never enters the population."""
+
+    candidate: Candidate
+    score: float  # its mean over the slice
+    bar: float | None  # the slice score it needed (mstar_ray.search.cascade); None: nothing to compare with
+    passed: bool
 
 
 class Violated(_Transition):
@@ -89,4 +100,5 @@ class Stopped(_Transition):
     message: str
 
 
-Transition = Queued | ReflectionStarted | Evaluated | Violated | Failed | Duplicate | Discarded | Retried | Stopped
+Transition = (Queued | ReflectionStarted | Screened | Evaluated | Violated | Failed | Duplicate | Discarded | Retried
+              | Stopped)

@@ -1,9 +1,15 @@
 """A population's structural families: k-medoids on the normalised tree-edit-distance matrix (k chosen by
 silhouette) and a 2-D map by classical MDS, as one record the driver stores with the run
-(``structure.json``) and the report draws."""
+(``structure.json``) and the report draws.
+
+The matrix costs n(n-1)/2 tree edit distances: 5,000 for 100 programs, 50 million for 10,000, which no run's end
+should wait for (``scripts/bench_scale.py``). Beyond ``MAX_MAPPED`` programs the families are those of a sample:
+the best half by static score (where a reader looks) and a seeded draw from the rest (the spread of the
+search), so the end of a run costs the same however long it ran."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -16,6 +22,7 @@ from mstar_ray.structure.matrix import pairwise
 from mstar_ray.structure.tree import Level, Tree
 
 MAX_FAMILIES = 6
+MAX_MAPPED = 200
 
 
 class Families(BaseModel):
@@ -27,6 +34,7 @@ class Families(BaseModel):
     silhouette: float  # of the chosen clustering; 0 when there is one family
     coords: list[tuple[float, float]]  # classical MDS of the distance matrix
     mean_distance: float  # over all pairs: how spread out the population is
+    programs: int | None = None  # programs with a tree; more than len(ids) when the map is of a sample
 
 
 def find_families(matrix: np.ndarray, ids: list[str], scores: list[float], level: Level, seed: int = 0) -> Families:
@@ -56,5 +64,18 @@ def population_families(members: Sequence[Scored], index: StructureIndex, seed: 
     placed = [(m, tree) for m in members if (tree := index.tree(m.id)) is not None]
     if not placed:
         return None
-    return find_families(matrix([tree for _, tree in placed]), [m.id for m, _ in placed], [m.score for m, _ in placed],
-                         index.level, seed=seed)
+    chosen = [placed[i] for i in mapped([m.score for m, _ in placed], MAX_MAPPED, seed)]
+    families = find_families(matrix([tree for _, tree in chosen]), [m.id for m, _ in chosen],
+                             [m.score for m, _ in chosen], index.level, seed=seed)
+    return families.model_copy(update={"programs": len(placed)})
+
+
+def mapped(scores: Sequence[float], limit: int, seed: int) -> list[int]:
+    """Which of the programs to map (indices, in population order): all of them up to ``limit``; beyond, the
+    best half by score (the earlier on a tie) and a seeded draw of the rest."""
+    n = len(scores)
+    if n <= limit:
+        return list(range(n))
+    best = sorted(range(n), key=lambda i: (-scores[i], i))[: limit // 2]
+    rest = sorted(set(range(n)) - set(best))
+    return sorted(best + random.Random(f"families:{seed}").sample(rest, limit - len(best)))

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from mstar_ray.structure.matrix import distances_to
+from mstar_ray.structure.nearest import NearestIndex
 from mstar_ray.structure.ted import normalised_distance
 from mstar_ray.structure.tree import Level, Tree, program_tree, structural_key
 
@@ -33,6 +31,7 @@ class StructureIndex:
         self.level = level
         self._first_by_key: dict[str, str] = {}
         self._trees: dict[str, Tree] = {}
+        self._nearest = NearestIndex()  # the known trees, for the nearest one to a newcomer
 
     def __len__(self) -> int:
         return len(self._trees)
@@ -44,9 +43,8 @@ class StructureIndex:
         if read is None:
             return Placement(None, None, None, None)
         key, tree = read
-        known = list(self._trees.values())
         to_parent = normalised_distance(tree, self._trees[parent]) if parent in self._trees else None
-        to_population = float(np.min(distances_to(tree, known))) if known else None
+        to_population = self._nearest.nearest(tree, within=float("inf") if to_parent is None else to_parent)
         return Placement(key, self._first_by_key.get(key), to_parent, to_population, tree)
 
     def learn(self, program_id: str, source: str) -> None:
@@ -59,7 +57,9 @@ class StructureIndex:
         if placement.key is None or placement.tree is None:
             return
         self._first_by_key.setdefault(placement.key, program_id)
-        self._trees.setdefault(program_id, placement.tree)
+        if program_id not in self._trees:
+            self._trees[program_id] = placement.tree
+            self._nearest.add(placement.tree)
 
     def tree(self, program_id: str) -> Tree | None:
         return self._trees.get(program_id)

@@ -50,9 +50,3 @@ def assemble(n: int, blocks: Sequence[Sequence[Pair]], results: Sequence[Sequenc
 def pairwise(trees: Sequence[Tree]) -> np.ndarray:
     pairs = all_pairs(len(trees))
     return assemble(len(trees), [pairs], [block_distances(trees, pairs)])
-
-
-def distances_to(tree: Tree, others: Sequence[Tree]) -> np.ndarray:
-    """Normalised distances from ``tree`` to each of ``others``: placing one new program among a
-    population whose matrix is already known costs n distances, not a new matrix."""
-    return np.array([normalised_distance(tree, other) for other in others], dtype=float)
