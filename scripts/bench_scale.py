@@ -33,6 +33,7 @@ import os
 import random
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -256,6 +257,9 @@ def one(candidates: int, evaluators: int, latency: float, nodes: int, run_dir: P
                      train_ratio=config.split.train_ratio, seed=config.search.seed,
                      confirmation_size=config.split.confirmation_size)
     resumed_dir = RunDir(Path(tempfile.mkdtemp()) / "resumed")
+    # A resume reads the queued programs' sources back to re-learn their structure (not timed: a copy, so the
+    # finished directory stays as the run left it).
+    shutil.copytree(run_dir / "programs", resumed_dir.path / "programs", dirs_exist_ok=True)
     policy = SearchPolicy(config, task, plan, resumed_dir, Progress(io.StringIO()), ProgressState(), evaluators=evaluators,
                           llm_stop=lambda: None)
     started = time.process_time()

@@ -82,3 +82,18 @@ def llm_server_factory() -> Iterator[Callable[[], LlamaServer]]:
     yield start
     for server in servers:
         server.__exit__(None, None, None)
+
+
+# The files that take longest (pytest --durations on this machine), started first: pytest-xdist hands out whole
+# files (--dist loadfile) in collection order, and one of them left for last holds the suite up while the other
+# worker idles.
+LONGEST_FIRST = (
+    "test_serve_multinode.py", "test_search_run.py", "test_resume.py", "test_serve.py", "test_search_failures.py",
+    "test_episode_run.py", "test_transfer.py", "test_eval_progress.py", "test_multinode.py", "test_sandbox_unprivileged.py",
+    "test_llm_endpoint.py", "test_rubric_judge.py", "test_supervise.py", "test_rubric_search.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's tests keep their order

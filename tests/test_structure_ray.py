@@ -31,3 +31,15 @@ def test_pairwise_on_ray_equals_pairwise(local_ray):
         assert np.array_equal(pairwise_on_ray(trees, blocks=blocks), expected)
     single = [program_tree(seed_source("vector_search"))]
     assert np.array_equal(pairwise_on_ray(single), np.zeros((1, 1)))
+
+
+def test_a_small_population_is_measured_in_process_and_a_large_one_on_ray(local_ray, monkeypatch):
+    from mstar_ray.actors import structure_tasks
+
+    trees = [program_tree(source, "names") for source in SEEDS + mutants(5, seed=2)]
+    spread: list[int] = []
+    monkeypatch.setattr(structure_tasks, "pairwise_on_ray", lambda t: spread.append(len(t)) or pairwise(t))
+    assert np.array_equal(structure_tasks.population_matrix(trees), pairwise(trees)) and spread == []
+    monkeypatch.setattr(structure_tasks, "LOCAL_PAIRS", 3)
+    structure_tasks.population_matrix(trees)
+    assert spread == [len(trees)]

@@ -12,9 +12,20 @@ from mstar_ray.structure.matrix import Pair, assemble, block_distances, pair_blo
 from mstar_ray.structure.tree import Tree
 
 
+# Below this many pairs (a population of about 45) the distances take less time in the driver (about 1.5 ms a
+# pair here: scripts/bench_structure.py) than starting the task workers would (a second or two each, cold).
+LOCAL_PAIRS = 1000
+
+
 @ray.remote(num_cpus=1)
 def block_task(trees: Sequence[Tree], pairs: Sequence[Pair]) -> list[float]:
     return block_distances(trees, pairs)
+
+
+def population_matrix(trees: Sequence[Tree]) -> np.ndarray:
+    """The matrix where it is quickest: in this process for a small population, else over the cluster."""
+    n = len(trees)
+    return pairwise(trees) if n * (n - 1) // 2 < LOCAL_PAIRS else pairwise_on_ray(trees)
 
 
 def pairwise_on_ray(trees: Sequence[Tree], blocks: int | None = None) -> np.ndarray:

@@ -18,7 +18,7 @@ from mstar_ray.actors.pool import WorkerPool, WorkersKeepDying
 from mstar_ray.actors.progress_board import start_progress_board
 from mstar_ray.actors.reflector import ReflectorActor
 from mstar_ray.actors.run_services import start_run_services
-from mstar_ray.actors.structure_tasks import pairwise_on_ray
+from mstar_ray.actors.structure_tasks import population_matrix
 from mstar_ray.actors.wiring import RoleClients
 from mstar_ray.contract import inspect_program
 from mstar_ray.driver.cluster import check_sandboxes, pool_size
@@ -277,12 +277,13 @@ class SearchDriver:
                          stop_reason=str(stop_reason), families=families)
 
     def _families(self) -> Families | None:
-        """The population's structural families, its distance matrix spread over the cluster as Ray tasks;
+        """The population's structural families, its distance matrix spread over the cluster as Ray tasks when it is
+        big enough to gain from it;
         the trees are the ones the structure index built when each program was queued."""
         self.state.phase = "structural families"
         self.progress.update(self.state, force=True)
         families = population_families(self.policy.state.members, self.policy.structure, seed=self.config.search.seed,
-                                       matrix=pairwise_on_ray)
+                                       matrix=population_matrix)
         if families is not None:
             self.run_dir.write_families(families)
         return families

@@ -11,7 +11,6 @@ import os
 import time
 from typing import Any
 
-import openai
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mstar_ray.llm.errors import EndpointError
@@ -119,6 +118,10 @@ class ChatEndpoint:
                     f"role {role!r}: the environment variable {config.api_key_env} (the key for "
                     f"{config.base_url}) is not set"
                 )
+        # Imported here, not at the top: openai takes about a second to import, and every Ray worker and CLI
+        # process imports this module whether or not it ever calls a model.
+        import openai
+
         self._client = openai.OpenAI(base_url=config.base_url, api_key=key, timeout=config.request_timeout_s, max_retries=0)
 
     def where(self) -> str:
@@ -130,6 +133,8 @@ class ChatEndpoint:
         connection but answers nothing within ``timeout_s`` (busy). Raises ``EndpointError`` saying which
         when it cannot be used: nothing listens there (refused), the host is not found or not reached,
         the key is refused, or an HTTP error."""
+        import openai  # loaded by __init__ already: see there
+
         try:
             self._client.with_options(timeout=timeout_s).models.list()
         except openai.AuthenticationError as exc:
@@ -160,6 +165,8 @@ class ChatEndpoint:
     def send(self, body: dict[str, Any], *, timeout_s: float | None = None) -> Completion:
         """Exactly one attempt (within ``timeout_s``, else the config's). Raises ``CallFailure`` saying
         whether a retry may help."""
+        import openai  # loaded by __init__ already: see there
+
         timeout = timeout_s or self.config.request_timeout_s
         started = time.monotonic()
         try:
