@@ -11,6 +11,7 @@ is a transition (``mstar_ray.state.transitions``), logged and applied as one act
 from __future__ import annotations
 
 import collections
+import heapq
 import random
 import time
 from collections.abc import Callable
@@ -259,7 +260,9 @@ class SearchPolicy:
         parent = (self.pareto.select(population, rng) if self.pareto is not None
                   else population.select_parent(rng, cfg.parent_selection, cfg.tau))
         failures, success = sample_cases(parent.results, rng, self.evidence)
-        donors = [m.source for m in sorted(population.members, key=lambda m: -m.score) if m.id != parent.id]
+        # The best few only: sorting the whole population for them made each request cost n log n.
+        best = heapq.nlargest(MAX_DONORS + 1, population.members, key=lambda m: m.score)
+        donors = [m.source for m in best if m.id != parent.id]
         return ReflectionRequest(
             task_brief=self.task_brief, parent_id=parent.id, parent_source=parent.source, parent_score=parent.score,
             lineage=self.state.lineage(parent), failures=failures, stage_counts=stage_totals(parent.results),
