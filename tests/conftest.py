@@ -85,8 +85,8 @@ def llm_server_factory() -> Iterator[Callable[[], LlamaServer]]:
 
 
 # The files that take longest (pytest --durations on this machine), started first: pytest-xdist hands out whole
-# files (--dist loadfile) in collection order, and one of them left for last holds the suite up while the other
-# worker idles.
+# files (--dist loadfile) in collection order (with --no-loadscope-reorder; by default it starts the files with
+# the most tests first, which left these for last and held the suite up while the other worker idled).
 LONGEST_FIRST = (
     "test_serve_multinode.py", "test_search_run.py", "test_resume.py", "test_serve.py", "test_search_failures.py",
     "test_episode_run.py", "test_transfer.py", "test_eval_progress.py", "test_multinode.py", "test_sandbox_unprivileged.py",

@@ -40,3 +40,23 @@ def test_sandboxes_always_get_one_thread(monkeypatch) -> None:
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "8")
     env = sandbox_environment()
     assert {name: env[name] for name in ONE_THREAD} == ONE_THREAD
+
+
+RAY_PROBE = """
+import os, ray
+from mstar_ray.driver.cluster import connect
+from mstar_ray.run_config import RunConfig
+connect(RunConfig.model_validate({"ray": {"num_cpus": 1}}), None)
+@ray.remote
+def variables():
+    return [os.environ.get(name) for name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")]
+print(*ray.get(variables.remote()))
+ray.shutdown()
+"""
+
+
+def test_the_workers_of_a_local_ray_get_one_thread() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ONE_THREAD}
+    done = subprocess.run([sys.executable, "-c", RAY_PROBE], env=env, capture_output=True, text=True, check=True,
+                          timeout=300)
+    assert done.stdout.split()[-3:] == ["1", "1", "1"]

@@ -124,4 +124,8 @@ def test_a_served_task_agent_spreads_over_two_nodes_and_survives_losing_a_replic
     shown = status_text(run_dir)
     assert "serving   smollm2: 3 replicas (1 lost mid-run, 2 shut down; Serve restarts a lost one)" in shown
     assert f"replica {lost.replica_id} on node {lost.node_id[:8]}" in shown
-    assert "smollm2" not in details().applications  # shut down at the end (serve.keep is false)
+    try:
+        left = details().applications
+    except ValueError:  # Serve's controller is gone with it (seen on a loaded machine): nothing is served
+        left = {}
+    assert "smollm2" not in left  # shut down at the end (serve.keep is false)

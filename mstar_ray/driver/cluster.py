@@ -31,8 +31,11 @@ def connect(config: RunConfig, address: str | None) -> dict[str, float]:
         else:
             # address="local": always a fresh Ray of our own, even when another one runs on this machine
             # (without it Ray would join that one and refuse our num_cpus).
+            # Its workers inherit this process's environment: no runtime_env, whose workers could not be the
+            # ones Ray starts ahead (each actor would wait for a fresh process).
+            os.environ.update(env)
             ray.init(address="local", num_cpus=config.ray.num_cpus or os.cpu_count(), include_dashboard=False,
-                     runtime_env={"env_vars": env}, log_to_driver=False)
+                     log_to_driver=False)
     return ray.cluster_resources()
 
 

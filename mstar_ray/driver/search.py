@@ -277,9 +277,8 @@ class SearchDriver:
                          stop_reason=str(stop_reason), families=families)
 
     def _families(self) -> Families | None:
-        """The population's structural families, its distance matrix spread over the cluster as Ray tasks when it is
-        big enough to gain from it;
-        the trees are the ones the structure index built when each program was queued."""
+        """The population's structural families (its distance matrix as Ray tasks over the cluster once it is big
+        enough to gain from it); the trees are the ones the structure index built when each program was queued."""
         self.state.phase = "structural families"
         self.progress.update(self.state, force=True)
         families = population_families(self.policy.state.members, self.policy.structure, seed=self.config.search.seed,
