@@ -89,16 +89,6 @@ def test_a_small_search_runs_end_to_end(tmp_path, capsys, monkeypatch):
         assert {r["split"] for r in results if r["candidate"] == selection["chosen"]} >= {"confirmation"}
 
 
-def test_with_one_reflector_and_one_evaluator_the_run_is_repeatable(tmp_path):
-    populations = []
-    for name in ("a", "b"):
-        run_dir = tmp_path / name
-        config = write_config(tmp_path, reflections_in_flight=1, evaluations_in_flight=1, max_candidates=3)
-        assert main(["run", config, "--run-dir", str(run_dir)]) == 0
-        populations.append([(c["id"], c["parent"], c["static_score"]) for c in table(run_dir, "candidates")])
-    assert populations[0] == populations[1]
-
-
 def test_a_reflector_that_never_gives_a_child_cannot_spin_for_ever(tmp_path):
     from tests.scripted_server import ScriptedServer
 

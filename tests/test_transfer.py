@@ -39,7 +39,7 @@ def test_the_matrix_counts_the_transfers_that_fall_below_the_best_seed():
 
 def _run(tmp_path: Path, name: str, task: dict, split: dict) -> Path:
     config = {"task": task, "split": {"train_ratio": 2.0, "confirmation_size": 0, **split},
-              "search": {"max_candidates": 2, "reflections_in_flight": 1, "evaluations_in_flight": 2,
+              "search": {"max_candidates": 1, "reflections_in_flight": 1, "evaluations_in_flight": 2,
                          "seeds": ["vector_search", "experience_learner"]},
               "llm": {"embedding": {"kind": "hashing"}}, "ray": {"num_cpus": 2}}
     path = tmp_path / f"{name}.yaml"
