@@ -34,6 +34,7 @@ STDERR_TAIL_CHARS = 1500
 CLOSE_WAIT_S = 5.0
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _SHARED: dict[str, EnvProcess] = {}
+STATEFUL_OPS = ("step", "expert_action")  # they continue the game a reset started
 
 
 class _NoAnswer(Exception):
@@ -141,6 +142,9 @@ class EnvProcess:
         return line
 
     def _call(self, op: str, args: dict[str, Any], timeout_s: float, what: str) -> Any:
+        if self._proc is not None and self._proc.poll() is not None and op in STATEFUL_OPS:
+            # Died since its last answer, mid-episode: a fresh process would not hold the game being played.
+            self._broke(f"its process died before {what}", died=True)
         if self._proc is None or self._proc.poll() is not None:
             if self._proc is not None:
                 self._kill()
