@@ -23,14 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mstar_ray.tasks.model import Task
 from mstar_ray.tasks.records import parse_record, read_json_lines
-from mstar_ray.tasks.rubric import (
-    Criterion,
-    Message,
-    RubricRecord,
-    check_conversation,
-    check_rubric,
-    rubric_task,
-)
+from mstar_ray.tasks.rubric import Criterion, Message, RubricRecord, check_conversation, check_rubric, rubric_file_task
 
 if TYPE_CHECKING:
     from mstar_ray.tasks.registry import TaskConfig
@@ -83,18 +76,9 @@ def read_healthbench(path: Path) -> list[RubricRecord]:
 def load_healthbench(data: str | Path | None, *, train_share: float = 0.5, seed: int = 0, limit: int | None = None,
                      only_categories: tuple[str, ...] | None = None) -> Task:
     """The file's conversations as a task named ``healthbench/<file stem>``; item ids are the prompt ids."""
-    if data is None:
-        raise ValueError("the healthbench task needs its JSONL file: --data FILE (task.data); HealthBench is not shipped")
-    path = Path(data).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"HealthBench file not found: {path}. HealthBench is not shipped with mstar-ray: get one of its JSONL files "
-            "(openai/simple-evals names them) and point --data (task.data) at it")
-    records = read_healthbench(path)
-    if not records:
-        raise ValueError(f"{path}: no records")
-    return rubric_task(f"healthbench/{path.stem}", records, where=str(path), train_share=train_share, seed=seed,
-                       limit=limit, only_categories=only_categories)
+    return rubric_file_task("healthbench", "HealthBench", data, read_healthbench, kind="JSONL file",
+                            how_to_get="get one of its JSONL files (openai/simple-evals names them)",
+                            train_share=train_share, seed=seed, limit=limit, only_categories=only_categories)
 
 
 def from_config(config: TaskConfig) -> Task:

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mstar_ray.tasks.model import Task
 from mstar_ray.tasks.records import parse_record, read_json_lines
-from mstar_ray.tasks.rubric import Criterion, Message, RubricRecord, check_conversation, check_rubric, rubric_task
+from mstar_ray.tasks.rubric import Criterion, Message, RubricRecord, check_conversation, check_rubric, rubric_file_task
 
 if TYPE_CHECKING:
     from mstar_ray.tasks.registry import TaskConfig
@@ -142,18 +142,11 @@ def read_prbench(path: Path) -> list[RubricRecord]:
 def load_prbench(data: str | Path | None, *, train_share: float = 0.5, seed: int = 0, limit: int | None = None,
                  only_categories: tuple[str, ...] | None = None) -> Task:
     """The file's conversations as a task named ``prbench/<file stem>``; item ids are PRBench's task ids."""
-    if data is None:
-        raise ValueError("the prbench task needs its file: --data FILE (task.data), Parquet or JSONL; PRBench is not shipped")
-    path = Path(data).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"PRBench file not found: {path}. PRBench is not shipped with mstar-ray: get a split's Parquet file from "
-            "the ScaleAI/PRBench dataset (or its rows as JSON Lines) and point --data (task.data) at it")
-    records = read_prbench(path)
-    if not records:
-        raise ValueError(f"{path}: no records")
-    return rubric_task(f"prbench/{path.stem}", records, where=str(path), train_share=train_share, seed=seed,
-                       limit=limit, only_categories=tuple(c.lower() for c in only_categories or ()) or None)
+    return rubric_file_task("prbench", "PRBench", data, read_prbench, kind="file, Parquet or JSONL",
+                            how_to_get="get a split's Parquet file from the ScaleAI/PRBench dataset (or its rows as "
+                                       "JSON Lines)",
+                            train_share=train_share, seed=seed, limit=limit,
+                            only_categories=tuple(c.lower() for c in only_categories or ()) or None)
 
 
 def from_config(config: TaskConfig) -> Task:

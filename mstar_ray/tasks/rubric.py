@@ -23,7 +23,8 @@ score here must lie in [0, 1], as every family's does, and the unclipped figure 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -226,3 +227,21 @@ def rubric_task(name: str, records: Sequence[RubricRecord], *, where: str, train
         raise ValueError(f"{where}: every record became a training text (train_share {train_share}); none is left "
                          "to evaluate")
     return Task(name=name, family=FAMILY, texts=texts, items=limit_items(items, limit))
+
+
+def rubric_file_task(benchmark: str, title: str, data: str | Path | None, read: Callable[[Path], list[RubricRecord]],
+                     *, kind: str, how_to_get: str, train_share: float, seed: int, limit: int | None,
+                     only_categories: Sequence[str] | None) -> Task:
+    """The task ``<benchmark>/<file stem>`` of a benchmark file the user supplies (``read`` parses and checks
+    it); ``kind`` says what file it takes, ``how_to_get`` where to get one: we never ship these benchmarks."""
+    if data is None:
+        raise ValueError(f"the {benchmark} task needs its {kind}: --data FILE (task.data); {title} is not shipped")
+    path = Path(data).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"{title} file not found: {path}. {title} is not shipped with mstar-ray: {how_to_get} "
+                                "and point --data (task.data) at it")
+    records = read(path)
+    if not records:
+        raise ValueError(f"{path}: no records")
+    return rubric_task(f"{benchmark}/{path.stem}", records, where=str(path), train_share=train_share, seed=seed,
+                       limit=limit, only_categories=only_categories)
