@@ -49,12 +49,17 @@ SEED = ROOT / "seeds" / "experience_learner.py"
 
 
 def variants(count: int) -> list[str]:
-    """Programs that differ in their instructions only: distinct ids, the same work (no shared cache hits)."""
+    """Programs that differ in their instructions only: distinct ids and the same work. Every instruction is
+    marked, since each enters a different call (extraction, query, every action): a variant sharing one with
+    another would have those calls answered by the run's cache, or wait on the other's identical call."""
     source = SEED.read_text()
     out = []
     for index in range(count):
-        out.append(re.sub(r"^INSTRUCTION_QUERY = ", f'INSTRUCTION_QUERY = "(variant {index}) " ', source, count=1,
-                          flags=re.MULTILINE))
+        marked = source
+        for name in ("INSTRUCTION_KNOWLEDGE_ITEM", "INSTRUCTION_QUERY", "INSTRUCTION_RESPONSE"):
+            marked = re.sub(rf"^{name} = \(?", lambda m: f'{m.group(0)}"(variant {index}) " ', marked, count=1,
+                            flags=re.MULTILINE)
+        out.append(marked)
     return out
 
 

@@ -1,6 +1,7 @@
 """The paper's three seeds, offline, on a task of every family: TextWorldExpress's twc and cookingworld (seen and
 unseen games), the rubric fixture (with the OFFLINE STAND-IN GRADER), and a jsonl task written from a LoCoMo
-conversation (the user's-own-data path, read back through the jsonl loader).
+conversation (the user's-own-data path, read back through the jsonl loader), beside that conversation read by the
+LoCoMo loader: the two columns must be equal.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python scripts/family_seed_table.py [--seeds a,b] [--conversation 0]
         [--data locomo10.json] [--json OUT.json]
@@ -53,10 +54,12 @@ def main() -> None:
 
     roles = RoleClients(LLMSettings())
     backend, embedder = roles.backend(), roles.embedder()
+    locomo = load_task("locomo", conversation=args.conversation, data=args.data)
     with tempfile.TemporaryDirectory(prefix="mstar-jsonl-") as folder:
-        write_jsonl_task(load_task("locomo", conversation=args.conversation, data=args.data), Path(folder))
+        written = Path(folder) / f"locomo-{args.conversation}"
+        write_jsonl_task(locomo, written)
         tasks = [load_task("twc"), load_task("cookingworld"), load_task("healthbench", data=str(RUBRIC_FIXTURE)),
-                 load_task("jsonl", data=folder)]
+                 load_task("jsonl", data=str(written)), locomo]
     sizes = {t.name: len(t.items) for t in tasks}
     figures: dict[str, dict[str, float]] = {}
     seconds: dict[str, dict[str, float]] = {}

