@@ -22,7 +22,7 @@ from mstar_ray.families import family
 from mstar_ray.envs.base import EnvUnavailable
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
 from mstar_ray.reflect.reflector import Child, Discard
-from mstar_ray.reflect.request import ReflectionRequest, sample_cases
+from mstar_ray.reflect.request import ReflectionRequest, sample_cases, shown_results
 from mstar_ray.results import stage_totals
 from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog.sources import load_source
@@ -259,13 +259,15 @@ class SearchPolicy:
         population = self.state.population
         parent = (self.pareto.select(population, rng) if self.pareto is not None
                   else population.select_parent(rng, cfg.parent_selection, cfg.tau))
-        failures, success = sample_cases(parent.results, rng, self.evidence)
+        hidden = self.plan.split.scoring()
+        failures, success = sample_cases(parent.results, rng, self.evidence, hidden=hidden)
         # The best few only: sorting the whole population for them made each request cost n log n.
         best = heapq.nlargest(MAX_DONORS + 1, population.members, key=lambda m: m.score)
         donors = [m.source for m in best if m.id != parent.id]
         return ReflectionRequest(
             task_brief=self.task_brief, parent_id=parent.id, parent_source=parent.source, parent_score=parent.score,
-            lineage=self.state.lineage(parent), failures=failures, stage_counts=stage_totals(parent.results),
+            lineage=self.state.lineage(parent), failures=failures,
+            stage_counts=stage_totals(shown_results(parent.results, hidden)),
             success=success, write_example=parent.write_example,
             donors=donors[:MAX_DONORS], known_ids=sorted(self.state.seen), frozen_code=cfg.frozen_code,
             frozen_instructions=cfg.frozen_instructions, seed=rng.randrange(2**31), iteration=iteration,

@@ -6,7 +6,7 @@ stage and category instead, as MemSteer found better: each class gets a case bef
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -105,11 +105,19 @@ def _stratified(failures: list[ItemResult], rng: random.Random) -> list[ItemResu
     return chosen
 
 
+def shown_results(results: list[ItemResult], hidden: Collection[str]) -> list[ItemResult]:
+    """The results a reflector may see: none of the ``hidden`` questions (those that score the program)."""
+    return [r for r in results if r.id not in hidden]
+
+
 def sample_cases(results: list[ItemResult], rng: random.Random,
-                 evidence: Mapping[str, str] | None = None) -> tuple[list[Case], Case | None]:
+                 evidence: Mapping[str, str] | None = None, *,
+                 hidden: Collection[str] = frozenset()) -> tuple[list[Case], Case | None]:
     """Up to three failures (score < 1), stratified by stage and category where they are attributed, else
     drawn with weight 1 - score; and the best success (the highest-scoring answer above 0), so the reflector
-    sees what works as well."""
+    sees what works as well. Never one of the ``hidden`` questions: the paper draws its cases from the
+    rotating set, and a reflector shown the answers of the fitness questions could hard-code them."""
+    results = shown_results(results, hidden)
     failures = [r for r in results if r.score < 1.0]
     attributed = any(r.stage is not None for r in failures)
     chosen = _stratified(failures, rng) if attributed else _weighted(failures, rng, MAX_FAILURES)

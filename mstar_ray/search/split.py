@@ -34,6 +34,11 @@ class Split(BaseModel):
     screen: list[str] = []  # the cascade's slice of the static set (search.cascade); empty: no cascade
     screen_texts: list[str] = []  # text ids written for a screening on the slice, in the task's order
 
+    def scoring(self) -> frozenset[str]:
+        """The questions whose answers score a program (the fitness, the confirmation, the test): a reflector
+        is never shown their answers, or it could write them into the program."""
+        return frozenset(self.static) | frozenset(self.confirmation) | frozenset(self.test)
+
 
 def held_out(questions: list[Item], fraction: float, seed: int) -> list[str]:
     """Per category, a seeded ``fraction`` of the questions (at least one where a category has two or more)."""
