@@ -16,6 +16,7 @@ from mstar_ray.envs.base import EnvFailure, EnvUnavailable
 from mstar_ray.exit_codes import EXIT_BUDGET, EXIT_ENDPOINT, EXIT_INPUT, EXIT_OK, EXIT_PROGRAM
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
 from mstar_ray.sandbox_jail import LAYERS, SandboxStartError, SandboxUnavailable
+from mstar_ray.terminal import printable
 
 
 def _read_program(path: str) -> str:
@@ -29,7 +30,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     source = _read_program(args.program)
     violations = check_source(source)
     for violation in violations:
-        print(f"{args.program}:{violation}")
+        print(printable(f"{args.program}:{violation}"))
     if violations:
         print(f"{len(violations)} contract violation(s)", file=sys.stderr)
         return EXIT_PROGRAM
@@ -88,9 +89,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
                       attribute=args.attribute,
                       progress=ProgressPrinter(sys.stderr))
     if args.json:
-        print(report.model_dump_json(indent=2))
+        import json
+
+        # ASCII-only JSON: a candidate's C1 controls and bidirectional overrides arrive as \u escapes.
+        print(json.dumps(report.model_dump(mode="json"), indent=2))
     else:
-        print(_format_report(args.program, report))
+        print(printable(_format_report(args.program, report)))
         print(_format_usage(report, roles.gateway.snapshot(), args.cache))
     return EXIT_PROGRAM if report.violation else EXIT_OK
 
@@ -158,7 +162,7 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     try:
         return run_transfer(args.run_dirs, args.tasks, out, args.address)
     except FatalRunError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(printable(f"error: {exc}"), file=sys.stderr)
         return EXIT_ENDPOINT
 
 
@@ -176,7 +180,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from mstar_ray.inspect.status import status_text
 
-    print(status_text(Path(args.run_dir)))
+    print(printable(status_text(Path(args.run_dir))))
     return EXIT_OK
 
 
@@ -411,19 +415,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args)
     except ContractError as exc:
-        print(str(exc), file=sys.stderr)
+        print(printable(exc), file=sys.stderr)
         return EXIT_PROGRAM
     except EndpointError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(printable(f"error: {exc}"), file=sys.stderr)
         return EXIT_ENDPOINT
     except BudgetExceeded as exc:
         print(f"stopped: {exc}", file=sys.stderr)
         return EXIT_BUDGET
     except (SandboxUnavailable, SandboxStartError, EnvUnavailable, EnvFailure) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(printable(f"error: {exc}"), file=sys.stderr)
         return EXIT_ENDPOINT
     except (FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(printable(f"error: {exc}"), file=sys.stderr)
         return EXIT_INPUT
     except BrokenPipeError:
         # the reader went away (`mstar-ray status RUN | head`): not an error, and nothing more to say

@@ -102,3 +102,23 @@ def test_a_run_without_a_summary_is_interrupted(finished_run, tmp_path):
 def test_status_of_something_that_is_not_a_run(tmp_path, capsys):
     assert main(["status", str(tmp_path)]) == 2
     assert "not a run directory" in capsys.readouterr().err
+
+
+def test_status_prints_a_hostile_commit_message_with_its_controls_spelled_out(finished_run, tmp_path, capsys):
+    """A reflector's commit message is model output: the log holds it as written, ``status`` shows it inert."""
+    import shutil
+
+    from mstar_ray.runlog import layout
+    from mstar_ray.runlog.reader import read_rows
+
+    copy = tmp_path / "hostile"
+    shutil.copytree(finished_run, copy)
+    payload = "\x1b]0;pwned\x07\x1b[2K\rfinal program 0123456789abcdef 1.000\x9b31m\u202e\x1b]52;c;cG93bmVk\x07"
+    rows = [row.model_copy(update={"commit_message": payload}) for row in read_rows(copy, "candidates")]
+    layout.log_path(copy, "candidates").unlink()
+    with LogWriter(copy, "candidates") as writer:
+        writer.append(rows)
+    assert main(["status", str(copy)]) == 0
+    text = capsys.readouterr().out
+    assert "\\x1b]0;pwned\\x07" in text
+    assert not any(c in text for c in "\x1b\x07\r\x9b\u202e")

@@ -8,6 +8,7 @@ import time
 from pydantic import BaseModel
 
 from mstar_ray.runlog.live import InFlight
+from mstar_ray.terminal import printable
 
 
 class ProgressState(BaseModel):
@@ -65,7 +66,7 @@ class Progress:
 
     def update(self, state: ProgressState, *, force: bool = False) -> None:
         now = time.monotonic()
-        text = _line(state, now - self.started)
+        text = printable(_line(state, now - self.started), lines=False)
         if self.tty:
             self.stream.write("\r\x1b[2K" + text)
             self.stream.flush()
@@ -78,11 +79,11 @@ class Progress:
     def message(self, text: str) -> None:
         if self.tty:
             self.stream.write("\r\x1b[2K")
-        print(text, file=self.stream, flush=True)
+        print(printable(text), file=self.stream, flush=True)
 
     def close(self, state: ProgressState) -> None:
         if self.tty:
-            self.stream.write("\r\x1b[2K" + _line(state, time.monotonic() - self.started) + "\n")
+            self.stream.write("\r\x1b[2K" + printable(_line(state, time.monotonic() - self.started), lines=False) + "\n")
             self.stream.flush()
         else:
             self.update(state, force=True)
