@@ -24,7 +24,7 @@ LogLine = Annotated[str, StringConstraints(max_length=500)]
 CallNumber = Annotated[int, Field(ge=1, le=2**31)]
 # The kinds the runner itself reports; a done frame claiming any other is forged.
 RunnerKind = Literal["exception", "recursion", "memory", "forbidden", "contract", "bad_input", "protocol", "thread",
-                     "disk", "file_size"]
+                     "tasks", "disk", "file_size"]
 
 
 class _Frame(BaseModel):

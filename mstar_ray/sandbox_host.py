@@ -47,7 +47,7 @@ EMBED_CHUNK = 32  # texts embedded between two deadline checks
 # Outcome kinds that are the program's fault and, per the contract, score it zero.
 VIOLATION_KINDS = frozenset(
     {"timeout", "llm_budget", "embed_budget", "read_too_long", "crashed", "memory", "cpu", "file_size", "disk",
-     "forbidden", "thread", "protocol", "contract", "recursion"}
+     "forbidden", "thread", "tasks", "protocol", "contract", "recursion"}
 )
 
 
@@ -59,11 +59,15 @@ class SandboxLimits(BaseModel):
     llm_prompt_max_chars: int = Field(32_000, gt=0, description="longest prompt one toolkit LLM call may send")
     embed_texts_per_call: int = Field(2048, ge=0, description="texts the host embeds for one write/read")
     embed_chars_per_call: int = Field(2_000_000, ge=0, description="characters the host embeds for one write/read")
+    toolkit_requests_per_call: int = Field(512, ge=1, description="toolkit requests (embed and LLM) one write/read "
+                                           "may send, whatever each holds: an empty request costs a round trip too")
     read_max_chars: int = Field(3000, gt=0)
     memory_mb: int = Field(2048, ge=256, description="address-space limit of the sandbox process")
     cpu_seconds: int = Field(600, gt=0, description="CPU-time limit of the whole sandbox process")
     file_size_mb: int = Field(64, gt=0)
     max_open_files: int = Field(256, ge=32)
+    max_tasks: int = Field(512, ge=32, description="threads and processes the sandbox may hold at once (RLIMIT_NPROC "
+                           "in its own user namespace); reaching it is a violation")
     disk_mb: int = Field(256, ge=1, description="size of the candidate's folder (its own tmpfs)")
     disk_inodes: int = Field(10_000, ge=64, description="files and folders the candidate's folder may hold")
     require: list[Layer] = Field(
@@ -122,15 +126,26 @@ def check_layers(limits: SandboxLimits | None = None, fork_server: ForkServer | 
 
 
 class _CallBudget:
-    """Host work one call may ask for: LLM calls and prompt size, texts and characters embedded."""
+    """Host work one call may ask for: requests, LLM calls and prompt size, texts and characters embedded."""
 
     def __init__(self, limits: SandboxLimits):
         self.limits = limits
+        self.requests = 0
         self.llm_calls = 0
         self.texts = 0
         self.chars = 0
 
+    def _request(self, what: str) -> str | None:
+        self.requests += 1
+        if self.requests > self.limits.toolkit_requests_per_call:
+            return (f"{self.requests:,} toolkit requests in one {what}(); at most "
+                    f"{self.limits.toolkit_requests_per_call:,} allowed")
+        return None
+
     def llm(self, prompt: str, what: str) -> str | None:
+        refused = self._request(what)
+        if refused:
+            return refused
         self.llm_calls += 1
         if self.llm_calls > self.limits.llm_calls_per_call:
             return f"{self.llm_calls} toolkit LLM calls in one {what}(); at most {self.limits.llm_calls_per_call} allowed"
@@ -140,6 +155,9 @@ class _CallBudget:
         return None
 
     def embed(self, texts: list[str], what: str) -> str | None:
+        refused = self._request(what)
+        if refused:
+            return refused
         self.texts += len(texts)
         self.chars += sum(len(t) for t in texts)
         if self.texts > self.limits.embed_texts_per_call or self.chars > self.limits.embed_chars_per_call:

@@ -59,9 +59,14 @@ def process_state() -> dict[str, Any]:
     }
 
 
-def apply_rlimits(memory_mb: int, cpu_seconds: int, file_size_mb: int, max_open_files: int) -> list[str]:
-    """Set each limit to exactly its value (soft = hard), never to whatever a neighbour left."""
+def apply_rlimits(memory_mb: int, cpu_seconds: int, file_size_mb: int, max_open_files: int, max_tasks: int) -> list[str]:
+    """Set each limit to exactly its value (soft = hard), never to whatever a neighbour left.
+
+    RLIMIT_NPROC counts the tasks (threads and processes) of this uid in this process's user namespace
+    (Linux >= 5.14 counts it per namespace): in the candidate's own namespace, only the candidate's and its
+    keeper's, so thousands of threads parked in one call hit the cap, not the machine's pid_max."""
     limits = {
+        "RLIMIT_NPROC": max_tasks,
         "RLIMIT_AS": memory_mb * 1024 * 1024,
         "RLIMIT_CPU": cpu_seconds,
         "RLIMIT_FSIZE": file_size_mb * 1024 * 1024,
@@ -73,7 +78,8 @@ def apply_rlimits(memory_mb: int, cpu_seconds: int, file_size_mb: int, max_open_
     }
     for name, value in limits.items():
         resource.setrlimit(getattr(resource, name), (value, value))
-    return [name for name in limits if name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CORE")]
+    return [name for name in limits if name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CORE",
+                                                 "RLIMIT_NPROC")]
 
 
 def reset_process_state(baseline: dict[str, Any], keep_fd: int) -> str:

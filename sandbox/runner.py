@@ -18,6 +18,7 @@ import errno
 import os
 import socket
 import sys
+import threading
 import time
 import traceback
 import types
@@ -60,6 +61,25 @@ class Session:
         self.kb: Any = None
         self.classes: dict[str, Any] = {}
         self.toolkit = Toolkit(self.ask, workdir)
+        self.max_tasks = 0
+        self.tasks_refused = 0
+
+    def watch_task_cap(self, max_tasks: int) -> None:
+        """Count the thread starts the kernel's task cap (RLIMIT_NPROC) refuses: every Python thread starts
+        through ``_thread.start_new_thread`` (``threading`` keeps its own reference), so a program that
+        swallows the error is still reported. The cap itself is the kernel's; this only names it."""
+        self.max_tasks = max_tasks
+        start = _thread.start_new_thread
+
+        def start_new_thread(*args: Any, **kwargs: Any) -> int:
+            try:
+                return start(*args, **kwargs)
+            except RuntimeError:
+                self.tasks_refused += 1
+                raise
+
+        _thread.start_new_thread = start_new_thread
+        threading._start_new_thread = start_new_thread
 
     # -- channel ---------------------------------------------------------------------------------
 
@@ -73,6 +93,16 @@ class Session:
     # -- calls -----------------------------------------------------------------------------------
 
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.tasks_refused = 0
+        reply = self._handle(message)
+        if self.tasks_refused:
+            # Whether the program swallowed the refusal or not: it ran into its cap.
+            return {"op": "done", "ok": False, "kind": "tasks",
+                    "message": f"the program reached its cap of {self.max_tasks} tasks (threads and processes): "
+                    f"{self.tasks_refused} thread start(s) refused during {message.get('op')}()"}
+        return reply
+
+    def _handle(self, message: dict[str, Any]) -> dict[str, Any]:
         op = message.get("op")
         threads_before = _thread._count()
         try:
@@ -219,7 +249,7 @@ def serve(channel_fd: int, request: dict[str, Any], workdir: str, isolated: bool
         except OSError as exc:
             missing["netns"] = str(exc)
     layers += oslayers.apply_rlimits(
-        limits["memory_mb"], limits["cpu_seconds"], limits["file_size_mb"], limits["max_open_files"]
+        limits["memory_mb"], limits["cpu_seconds"], limits["file_size_mb"], limits["max_open_files"], limits["max_tasks"]
     )
     layers.append(oslayers.reset_process_state(baseline, channel_fd))
     try:
@@ -234,6 +264,7 @@ def serve(channel_fd: int, request: dict[str, Any], workdir: str, isolated: bool
     layers += ["clean-env", "private-workdir", "stdio-detached"]
     session = Session(sock, workdir)
     session.guarded = "python-guards" not in disable
+    session.watch_task_cap(limits["max_tasks"])
     lock = guard.install_audit_hook(workdir, session.report_violation) if session.guarded else None
     for name, apply in (("landlock", lambda: oslayers.restrict_filesystem(workdir, guard.readable_roots())),
                         ("seccomp", seccomp.install)):

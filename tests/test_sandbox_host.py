@@ -76,7 +76,7 @@ def test_a_slow_llm_ends_the_call_at_its_deadline(watch):
     assert time.monotonic() - started < 20  # the 30 s request was abandoned, not awaited
 
 
-@pytest.mark.parametrize("flood, limit", [("many", "texts"), ("huge", "characters"), ("stream", "texts")])
+@pytest.mark.parametrize("flood, limit", [("many", "texts"), ("huge", "characters"), ("stream", "toolkit requests")])
 def test_an_embedding_flood_breaks_the_per_call_budget(watch, flood, limit):
     embed = FakeEmbed()
     _, outcome = watch.run("embed_flood", [read(flood)], SandboxLimits(call_timeout_s=30.0), embed=embed)
