@@ -59,6 +59,9 @@ class SandboxLimits(BaseModel):
     llm_prompt_max_chars: int = Field(32_000, gt=0, description="longest prompt one toolkit LLM call may send")
     embed_texts_per_call: int = Field(2048, ge=0, description="texts the host embeds for one write/read")
     embed_chars_per_call: int = Field(2_000_000, ge=0, description="characters the host embeds for one write/read")
+    toolkit_cache_mb: int = Field(32, ge=0, description="what one evaluation's toolkit calls may add to the run's "
+                                  "cache (embeddings and LLM replies, in the candidate's own part); past it they are "
+                                  "answered but not stored")
     toolkit_requests_per_call: int = Field(512, ge=1, description="toolkit requests (embed and LLM) one write/read "
                                            "may send, whatever each holds: an empty request costs a round trip too")
     read_max_chars: int = Field(3000, gt=0)

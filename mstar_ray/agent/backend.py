@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from mstar_ray.families.turn import Choice, Turn
+from mstar_ray.llm.candidate_cache import CandidateBudget
 from mstar_ray.llm.usage import StepUsage
 from mstar_ray.program_schema import FieldSpec
 
@@ -34,8 +35,10 @@ class AgentBackend(Protocol):
         """Pick an episode's next action, one of ``turn.actions``, from the memory's context (read once, at the
         episode's start) and what the episode has shown so far (the episode family's actor step)."""
 
-    def toolkit_completion(self, messages: list[dict[str, str]], step: str = "toolkit") -> str:
-        """Serve one ``toolkit.llm_completion(messages)`` call made by a memory program."""
+    def toolkit_completion(self, messages: list[dict[str, str]], step: str = "toolkit",
+                           budget: CandidateBudget | None = None) -> str:
+        """Serve one ``toolkit.llm_completion(messages)`` call made by a memory program; where replies are
+        cached, only in the program's own part of the cache (``budget``, ``mstar_ray.llm.candidate_cache``)."""
 
     def usage(self) -> dict[str, StepUsage]:
         """Requests so far per step (cumulative; callers take differences)."""

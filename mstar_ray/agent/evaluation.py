@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 from mstar_ray.agent.attribution import attribute as attribute_failures
 from mstar_ray.agent.backend import AgentBackend
 from mstar_ray.contract import ProgramInfo, inspect_program
-from mstar_ray.embedding.cached import CachedEmbedder
+from mstar_ray.embedding.cached import CachedEmbedder, candidate_embedder
 from mstar_ray.embedding.embedder import Embedder
 from mstar_ray.families import family as family_of
 from mstar_ray.families.base import Family, ItemRun, MemoryViolation, Recall
+from mstar_ray.llm.candidate_cache import CandidateBudget
 from mstar_ray.llm.usage import usage_since
 from mstar_ray.results import (
     EvalProgress,
@@ -68,8 +69,8 @@ class _SandboxMemory:
         self.fields = program.schema.query
         self.toolkit_step = "toolkit"  # what the program's own LLM calls are named in the accounts, right now
 
-    def toolkit(self, messages: list[dict[str, str]]) -> str:
-        return self.backend.toolkit_completion(messages, step=self.toolkit_step)
+    def toolkit(self, messages: list[dict[str, str]], budget: CandidateBudget) -> str:
+        return self.backend.toolkit_completion(messages, step=self.toolkit_step, budget=budget)
 
     def recall(self, text: str, *, oracle: bool = False) -> Recall:
         query = self.backend.build_query(self.instruction, self.fields, text, step="oracle_query" if oracle else "query")
@@ -205,11 +206,14 @@ def evaluate(
     llm_before = backend.usage()
     judge_before = judge.usage() if judge else {}
     embedding_before = embedder.usage() if isinstance(embedder, CachedEmbedder) else None
-    embed = _CountingEmbedder(embedder)
+    # The program's own toolkit calls stay in its part of the run's cache: nothing there says what another
+    # candidate or the host asked, by content or by timing, and it adds at most toolkit_cache_mb.
+    budget = CandidateBudget.of_program(source, (limits or SandboxLimits()).toolkit_cache_mb)
+    embed = _CountingEmbedder(candidate_embedder(embedder, budget))
     run = _Evaluation(info, task, list(task.items if items is None else items), backend, family, judge, verdicts,
                       set(feedback_ids) if info.has_feedback else set(), progress or (lambda _: None))
     memory: _SandboxMemory | None = None
-    with Sandbox(source, limits=limits, llm=lambda messages: memory.toolkit(messages), embed=embed) as sandbox:
+    with Sandbox(source, limits=limits, llm=lambda messages: memory.toolkit(messages, budget), embed=embed) as sandbox:
         memory = _SandboxMemory(sandbox, backend, info.constants["INSTRUCTION_QUERY"], info, run.calls)
         outcome = sandbox.start()
         if not outcome.ok:

@@ -9,6 +9,7 @@ from mstar_ray.agent.actions import explore, match_reply
 from mstar_ray.families.turn import Choice, Turn
 from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.structured import conform, fallback, parse_json_object
+from mstar_ray.llm.candidate_cache import CandidateBudget
 from mstar_ray.llm.usage import StepUsage
 from mstar_ray.program_schema import FieldSpec
 from mstar_ray.tasks.rubric import Message, bounded_messages
@@ -136,5 +137,6 @@ class LLMBackend:
             return Choice(explore(turn), f"the model replied {reply.strip()[:80]!r}, no admissible action: explored")
         return Choice(action, "" if how == "exact" else f"the model replied {reply.strip()[:80]!r}")
 
-    def toolkit_completion(self, messages: list[dict[str, str]], step: str = "toolkit") -> str:
-        return self.toolkit.complete(messages, step=step).text
+    def toolkit_completion(self, messages: list[dict[str, str]], step: str = "toolkit",
+                           budget: CandidateBudget | None = None) -> str:
+        return self.toolkit.complete(messages, step=step, budget=budget).text

@@ -9,6 +9,7 @@ import numpy as np
 
 from mstar_ray.embedding.embedder import Embedder
 from mstar_ray.llm.cache import CacheStore, MemoryCache, request_key
+from mstar_ray.llm.candidate_cache import CandidateBudget
 from mstar_ray.llm.usage import StepUsage
 
 
@@ -20,6 +21,13 @@ class CachedEmbedder:
         self.dim = inner.dim
         self._lock = threading.Lock()
         self._usage = StepUsage()
+
+    def for_candidate(self, budget: CandidateBudget) -> CachedEmbedder:
+        """The same model and accounts over one candidate's part of the cache, for its toolkit's embeddings
+        (``mstar_ray.llm.candidate_cache``: no other candidate's entry, none of the host's)."""
+        view = CachedEmbedder(self.inner, budget.view(self.cache))
+        view._lock, view._usage = self._lock, self._usage
+        return view
 
     def usage(self) -> StepUsage:
         with self._lock:
@@ -38,3 +46,8 @@ class CachedEmbedder:
             self._usage.requests += len(texts)
             self._usage.cache_hits += len(texts) - len(missing)
         return [np.frombuffer(found[key], dtype=np.float32).tolist() for key in keys]
+
+
+def candidate_embedder(embedder: Embedder, budget: CandidateBudget) -> Embedder:
+    """What a candidate's toolkit embeds with: its own part of the cache where ``embedder`` caches."""
+    return embedder.for_candidate(budget) if isinstance(embedder, CachedEmbedder) else embedder

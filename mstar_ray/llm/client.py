@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 from mstar_ray.llm.cache import CacheStore, request_key
+from mstar_ray.llm.candidate_cache import CandidateBudget
 from mstar_ray.llm.endpoint import CallFailure, ChatEndpoint, Completion
 from mstar_ray.llm.errors import EndpointError, RequestRefused
 from mstar_ray.llm.governor import Gateway, Governor, admitted
@@ -69,15 +70,18 @@ class LLMClient:
         return calls
 
     def complete(
-        self, messages: list[dict[str, str]], *, step: str, json_mode: bool = False, max_tokens: int | None = None
+        self, messages: list[dict[str, str]], *, step: str, json_mode: bool = False, max_tokens: int | None = None,
+        budget: CandidateBudget | None = None,
     ) -> Completion:
+        """``budget``: a candidate's toolkit call, cached only in that candidate's part of the cache."""
         body = self.endpoint.payload(messages, json_mode=json_mode, max_tokens=max_tokens)
         key = request_key("chat", body)
-        if self.cache is None:
+        cache = budget.view(self.cache) if budget is not None and self.cache is not None else self.cache
+        if cache is None:
             completion, call = self._send_with_retries(body, step)
             self._log(call)
             return completion
-        hit = self._cached_or_reserved(key)
+        hit = self._cached_or_reserved(cache, key)
         if hit is not None:
             self._count(step, cache_hit=True)
             self._log(CallLog(role=self.role, model=self.model, step=step, cache_hit=True))
@@ -85,20 +89,20 @@ class LLMClient:
         try:
             completion, call = self._send_with_retries(body, step)
         except BaseException:
-            self.cache.abandon(key)  # a caller waiting for this reply sends the request itself
+            cache.abandon(key)  # a caller waiting for this reply sends the request itself
             raise
         self._log(call)
         stored = completion.model_dump(include={"text", "prompt_tokens", "completion_tokens"})
-        self.cache.put_many({key: json.dumps(stored).encode()})
+        cache.put_many({key: json.dumps(stored).encode()})
         return completion
 
-    def _cached_or_reserved(self, key: str) -> bytes | None:
+    def _cached_or_reserved(self, cache: CacheStore, key: str) -> bytes | None:
         """The cached reply; or None once this caller holds the key's reservation and is to send the request.
         While another caller sends the same request, wait for its reply rather than pay for it twice; its
         reservation lapses after one attempt's timeout, so a waiter on a dead or stuck caller goes on."""
         pause = FIRST_LOOK_S
         while True:
-            found = self.cache.reserve(key, self.endpoint.config.request_timeout_s)
+            found = cache.reserve(key, self.endpoint.config.request_timeout_s)
             if found.value is not None:
                 return found.value
             if found.mine:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from mstar_ray.agent.offline import toolkit_answer
 from mstar_ray.contract import inspect_program
+from mstar_ray.embedding.cached import candidate_embedder
 from mstar_ray.embedding.embedder import Embedder
+from mstar_ray.llm.candidate_cache import CandidateBudget
 from mstar_ray.llm.structured import fallback
 from mstar_ray.sandbox_host import Sandbox, SandboxLimits
 
@@ -22,7 +24,9 @@ def smoke_test(source: str, embedder: Embedder, limits: SandboxLimits | None = N
     """``None`` when the program loads, writes and reads; otherwise the full error for the reflector."""
     info = inspect_program(source)
     schema = info.schema
-    with Sandbox(source, limits=limits, llm=toolkit_answer, embed=embedder.embed) as sandbox:
+    # In the child's own part of the cache: a smoke test must not tell a child what others embedded either.
+    budget = CandidateBudget.of_program(source, (limits or SandboxLimits()).toolkit_cache_mb)
+    with Sandbox(source, limits=limits, llm=toolkit_answer, embed=candidate_embedder(embedder, budget).embed) as sandbox:
         outcome = sandbox.start()
         if not outcome.ok:
             return f"smoke test: loading the program failed: {_trace(outcome)}"

@@ -11,6 +11,7 @@ from mstar_ray.agent.offline.query import build_query
 from mstar_ray.agent.offline.respond import respond_from_context
 from mstar_ray.agent.offline.toolkit import toolkit_answer
 from mstar_ray.families.turn import Choice, Turn
+from mstar_ray.llm.candidate_cache import CandidateBudget
 from mstar_ray.llm.usage import StepUsage
 from mstar_ray.program_schema import FieldSpec
 
@@ -52,7 +53,8 @@ class OfflineBackend:
         self.calls["act"] += 1
         return choose_action(always_on, context, turn)
 
-    def toolkit_completion(self, messages: list[dict[str, str]], step: str = "toolkit") -> str:
+    def toolkit_completion(self, messages: list[dict[str, str]], step: str = "toolkit",
+                           budget: CandidateBudget | None = None) -> str:  # nothing cached: no budget to keep
         self.calls["toolkit"] += 1
         return toolkit_answer(messages)
 
