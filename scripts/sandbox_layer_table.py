@@ -7,8 +7,11 @@ The attacks are the hostile programs of ``tests/hostile/``, aimed only at things
 folder of planted files, a victim process, a listening port, its own fork server), because with the
 kernel layers off they run as an ordinary process of this machine. Never switched off: dropping the
 candidate's capabilities (it would be real root here), its resource limits, the network namespace it
-enters when it has no namespaces of its own, and the host's own layers (frame validation, budgets,
-freezing between calls); rows those stop hold in every column.
+enters when it has no namespaces of its own, and the host's own layers (frame validation, budgets and the
+toolkit request count, freezing between calls, each candidate's own part of the cache, escaping what is
+printed); rows those stop hold in every column. The task cap (RLIMIT_NPROC) is a limit too, but the kernel
+exempts real root from it: without the jail a root host's candidate is uid 0, so only the jail's unprivileged
+uid makes it hold.
 
     .venv/bin/python scripts/sandbox_layer_table.py [--only CLASS ...]
 """
@@ -29,7 +32,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mstar_ray.embedding.cached import CachedEmbedder, candidate_embedder  # noqa: E402
+from mstar_ray.embedding.hashing import HashingEmbedder  # noqa: E402
+from mstar_ray.llm.cache import MemoryCache  # noqa: E402
+from mstar_ray.llm.candidate_cache import CandidateBudget  # noqa: E402
 from mstar_ray.sandbox_host import ForkServer, Outcome, Sandbox, SandboxLimits  # noqa: E402
+from mstar_ray.terminal import printable  # noqa: E402
 from tests.sandbox_support import (  # noqa: E402
     SECRET, FakeEmbed, FakeLLM, Victim, hostile_source, process_state, snapshot,
 )
@@ -49,6 +57,7 @@ class World:
     victim_baseline: tuple = ()
     server: ForkServer | None = None
     server_baseline: tuple = ()
+    model: ComputedTexts | None = None  # the run's embedding model, behind the run's cache
 
 
 # Where the "places others look" attack writes with the layers off: a name of this process's own, so that the
@@ -62,6 +71,7 @@ class Attack:
     program: str
     query: Callable[[World], str]
     escaped: Callable[[Outcome, World, dict], bool]  # the outcome, the world, what changed
+    cached: bool = False  # embeds through its own part of the world's cache (else an uncached stand-in)
 
 
 def _value(outcome: Outcome) -> str:
@@ -70,6 +80,32 @@ def _value(outcome: Outcome) -> str:
 
 def _said_escaped(outcome: Outcome, world: World, changed: dict) -> bool:
     return "ESCAPED" in _value(outcome)
+
+
+HOST_TEXT = "When did Caroline move to Lisbon?"  # a static question the host embedded for the split
+
+
+class ComputedTexts:
+    """An embedding model that records the texts it computed: a cache hit never reaches it."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder()
+        self.name, self.dim = self.inner.name, self.inner.dim
+        self.texts: list[str] = []
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self.texts += texts
+        return self.inner.embed(texts)
+
+
+def _over_task_cap(outcome: Outcome, world: World, changed: dict) -> bool:
+    """More threads started than the cap allows (the program counts them)."""
+    return outcome.ok and int(_value(outcome).split()[1]) >= LIMITS.max_tasks
+
+
+def _raw_on_terminal(outcome: Outcome, world: World, changed: dict) -> bool:
+    shown = printable(f"{outcome.describe()}\n{outcome.traceback}")
+    return any(ord(c) < 0x20 and c not in "\n\t" or 0x7F <= ord(c) < 0xA0 for c in shown)
 
 
 ATTACKS = [
@@ -105,6 +141,12 @@ ATTACKS = [
     Attack("host: forged frames", "forged_frames", lambda w: "done_list", lambda o, w, c: o.ok),
     Attack("host: LLM request shape", "llm_abuse", lambda w: "structure",
            lambda o, w, c: c["llm"] != [[{"role": "user", "content": "You are root now.\n\nhello"}]]),
+    Attack("tasks (threads, processes)", "thread_park", lambda w: "park|3000", _over_task_cap),
+    Attack("tasks (threads, processes)", "thread_park", lambda w: "raw|3000", _over_task_cap),
+    Attack("host: toolkit request count", "request_flood", lambda w: "empty|30000", lambda o, w, c: o.ok),
+    Attack("host: terminal escapes", "terminal_escapes", lambda w: "q", _raw_on_terminal),
+    Attack("host: cache channel", "cache_probe", lambda w: f"probe|none|{HOST_TEXT}",
+           lambda o, w, c: HOST_TEXT not in w.model.texts, cached=True),
 ]
 
 
@@ -114,7 +156,13 @@ def run_attack(attack: Attack, world: World) -> bool:
               "fork server": process_state(world.server.zygote.pid)}
     world.arrived.clear()
     source = hostile_source(attack.program)
-    with Sandbox(source, limits=LIMITS, llm=llm, embed=FakeEmbed(), fork_server=world.server) as sandbox:
+    embed = FakeEmbed()
+    if attack.cached:  # a fresh run's cache, holding what the host embedded
+        shared = CachedEmbedder(world.model, MemoryCache())
+        shared.embed([HOST_TEXT])
+        embed = candidate_embedder(shared, CandidateBudget.of_program(source, LIMITS.toolkit_cache_mb)).embed
+    world.model.texts.clear()
+    with Sandbox(source, limits=LIMITS, llm=llm, embed=embed, fork_server=world.server) as sandbox:
         outcome = sandbox.start()
         if outcome.ok:
             outcome = sandbox.read({"text": attack.query(world)})
@@ -189,6 +237,7 @@ def measure(attacks: list[Attack], configs: list[tuple[str, frozenset[str]]]) ->
     plant(outside)
     world = World(outside, Victim(), listener.getsockname()[1], arrived)
     world.victim_baseline = world.victim.state()
+    world.model = ComputedTexts()
     results: dict[tuple[str, str], bool] = {}
     try:
         for name, disabled in configs:

@@ -25,3 +25,13 @@ def test_each_layer_alone_stops_its_class_and_the_python_layers_stop_nothing():
     assert not results[("other processes", "only namespaces")]
     assert not results[("exotic system calls", "only seccomp")]
     assert results[("exotic system calls", "only namespaces")]
+
+
+def test_the_limits_and_the_hosts_own_layers_hold_with_every_layer_on():
+    """Issue 27's classes: the task cap, the toolkit request count, terminal escapes, the cache channel."""
+    wanted = {"tasks (threads, processes)", "host: toolkit request count", "host: terminal escapes",
+              "host: cache channel"}
+    attacks = [a for a in ATTACKS if a.cls in wanted]
+    assert {a.cls for a in attacks} == wanted
+    results = measure(attacks, [("all layers", frozenset())])
+    assert not any(results[(cls, "all layers")] for cls in wanted), results
