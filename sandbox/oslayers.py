@@ -66,7 +66,6 @@ def apply_rlimits(memory_mb: int, cpu_seconds: int, file_size_mb: int, max_open_
     (Linux >= 5.14 counts it per namespace): in the candidate's own namespace, only the candidate's and its
     keeper's, so thousands of threads parked in one call hit the cap, not the machine's pid_max."""
     limits = {
-        "RLIMIT_NPROC": max_tasks,
         "RLIMIT_AS": memory_mb * 1024 * 1024,
         "RLIMIT_CPU": cpu_seconds,
         "RLIMIT_FSIZE": file_size_mb * 1024 * 1024,
@@ -75,6 +74,7 @@ def apply_rlimits(memory_mb: int, cpu_seconds: int, file_size_mb: int, max_open_
         "RLIMIT_MEMLOCK": 0,
         "RLIMIT_MSGQUEUE": 0,
         "RLIMIT_RTPRIO": 0,
+        "RLIMIT_NPROC": max_tasks,
     }
     for name, value in limits.items():
         resource.setrlimit(getattr(resource, name), (value, value))

@@ -7,9 +7,9 @@ from typing import Any
 
 from mstar_ray.agent.actions import explore, match_reply
 from mstar_ray.families.turn import Choice, Turn
+from mstar_ray.llm.candidate_cache import CandidateBudget
 from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.structured import conform, fallback, parse_json_object
-from mstar_ray.llm.candidate_cache import CandidateBudget
 from mstar_ray.llm.usage import StepUsage
 from mstar_ray.program_schema import FieldSpec
 from mstar_ray.tasks.rubric import Message, bounded_messages
