@@ -147,7 +147,10 @@ def idf_weights(docs: Iterable[Iterable[str]]) -> dict[str, float]:
 # Sentences and turns
 # ---------------------------------------------------------------------------------------------------
 
-_BOUNDARY_RE = re.compile(r"[.!?]+[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+# A boundary starts where a run of terminal punctuation starts (the lookbehind): started anywhere inside a run
+# of 40,000 "!", the match failed again over the rest of it, quadratic in the run; the matches are the same.
+_BOUNDARY_RE = re.compile(r"(?<![.!?])[.!?]+[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+_LAST_WORD_CHARS = 32  # longer than any abbreviation: enough of what precedes a boundary to tell
 
 
 def split_sentences(text: str) -> list[str]:
@@ -159,7 +162,9 @@ def split_sentences(text: str) -> list[str]:
             continue
         start = 0
         for m in _BOUNDARY_RE.finditer(line):
-            before = line[start : m.start()].rsplit(None, 1)
+            # Only the end of the text before the boundary: the whole of it, re-read at each abbreviation the
+            # loop skips, was quadratic in a line of "Dr. A Dr. A ...".
+            before = line[max(start, m.start() - _LAST_WORD_CHARS) : m.start()].rsplit(None, 1)
             last = before[-1].lower().rstrip(".") if before else ""
             if last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha()):
                 continue
