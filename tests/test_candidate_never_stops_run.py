@@ -92,7 +92,7 @@ def test_a_poison_pill_under_the_final_test_gives_way_to_the_next_program(tmp_pa
     assert "protocol" in summary["best_seed"]["failure_after_search"]
     assert "not valid Unicode" in summary["best_seed"]["failure_after_search"]
     best = summary["best"]
-    assert best["id"] != pill and "POISON_AFTER_READS" not in (run_dir / "best_program.py").read_text()
+    assert best["id"] != pill and "POISON_AFTER_READS" not in (run_dir / "best.py").read_text()
     assert best["test_score"] is not None and best["failure_after_search"] is None
     assert f"{pill} was passed over" in summary["selection"]["how"]
 
