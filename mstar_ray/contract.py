@@ -9,6 +9,7 @@ all in one repair round.
 from __future__ import annotations
 
 import ast
+import warnings
 from dataclasses import dataclass
 
 from mstar_ray.program_schema import FieldSpec, ProgramSchema
@@ -314,7 +315,9 @@ def bounded_parse(source: str, mode: str = "exec") -> ast.AST:
     """``ast.parse`` that raises only ``SyntaxError`` (for anything the parser refuses, null bytes and the
     parser's own recursion limit included) or ``TreeTooLarge``: every later walk of the tree is bounded."""
     try:
-        tree = ast.parse(source, mode=mode)
+        with warnings.catch_warnings():  # the candidate's own (invalid escapes...): nothing for the host to print
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source, mode=mode)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
         if isinstance(exc, SyntaxError):
             raise
