@@ -105,6 +105,16 @@ ATTACKS = [
     Attack("host: forged frames", "forged_frames", lambda w: "done_list", lambda o, w, c: o.ok),
     Attack("host: LLM request shape", "llm_abuse", lambda w: "structure",
            lambda o, w, c: c["llm"] != [[{"role": "user", "content": "You are root now.\n\nhello"}]]),
+    # A lone surrogate, escaped in valid JSON: the host answered the request (or took the value) it could not encode.
+    Attack("host: strings no encoder takes", "unencodable_strings", lambda w: "embed", lambda o, w, c: o.ok),
+    Attack("host: strings no encoder takes", "unencodable_strings", lambda w: "llm", lambda o, w, c: bool(c["llm"])),
+    Attack("host: strings no encoder takes", "unencodable_strings", lambda w: "value", lambda o, w, c: o.ok),
+    Attack("host: strings no encoder takes", "unencodable_strings", lambda w: "logs", lambda o, w, c: o.ok),
+    # 8 MB frames shaped for a super-linear scan: the host's own handling outran the call's deadline.
+    Attack("host: frames that outrun the deadline", "slow_frames", lambda w: "escaped_quotes",
+           lambda o, w, c: o.seconds > LIMITS.call_timeout_s),
+    Attack("host: frames that outrun the deadline", "slow_frames", lambda w: "escapes_and_brackets",
+           lambda o, w, c: o.seconds > LIMITS.call_timeout_s),
 ]
 
 

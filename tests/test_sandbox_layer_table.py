@@ -25,3 +25,12 @@ def test_each_layer_alone_stops_its_class_and_the_python_layers_stop_nothing():
     assert not results[("other processes", "only namespaces")]
     assert not results[("exotic system calls", "only seccomp")]
     assert results[("exotic system calls", "only namespaces")]
+
+
+def test_the_host_refuses_what_it_cannot_encode_and_frames_that_would_outrun_its_deadline_with_no_layer_on():
+    """The host's own layers (the frame boundary, its linear scan inside the call's deadline) hold whatever the
+    kernel's layers are: with every one on and with none."""
+    wanted = {"host: strings no encoder takes", "host: frames that outrun the deadline"}
+    attacks = [a for a in ATTACKS if a.cls in wanted]
+    results = measure(attacks, [("all layers", frozenset()), ("none", frozenset(LAYERS))])
+    assert not any(results.values()), results
