@@ -257,7 +257,8 @@ class SearchDriver:
                               f"within the noise; both on {len(questions)} fresh validation questions")
         outcomes, failures = self._side_evaluations(pair, "confirm", questions, self.plan.written(questions))
         if failures:
-            disqualified.update(failures)
+            if not self.policy.stop_reason().spent:  # a budget spent under it is no program's doing
+                disqualified.update(failures)
             return None
         return Confirmation(incumbent=pair[0].id, contender=pair[1].id, questions=len(questions),
                             incumbent_score=outcomes[pair[0].id].static_score,

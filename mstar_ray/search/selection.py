@@ -154,7 +154,6 @@ class Incumbent:
         return Selection(chosen=winner, rule="confirmation", how=how, replacements=self.replacements,
                          confirmation=confirmation)
 
-
     def without(self, excluded: set[str]) -> Incumbent | None:
         """The incumbent as if the ``excluded`` programs had never been offered (None when none is left): the
         next program by the same rule, for a run whose choice broke the contract after the search."""
