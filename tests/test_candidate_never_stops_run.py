@@ -16,37 +16,14 @@ import yaml
 
 from mstar_ray.cli import main
 from mstar_ray.program_id import program_id
+from mstar_ray.sandbox_host import PROBE
 from tests.scripted_server import ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = ROOT / "tests" / "hostile"
 
-# A seed that remembers nothing: honest, and weaker than the poison pill's keyword memory.
-FORGETFUL = '''from dataclasses import dataclass
-
-INSTRUCTION_KNOWLEDGE_ITEM = INSTRUCTION_QUERY = INSTRUCTION_RESPONSE = ALWAYS_ON_KNOWLEDGE = ""
-
-
-@dataclass
-class KnowledgeItem:
-    text: str
-
-
-@dataclass
-class Query:
-    text: str
-
-
-class KnowledgeBase:
-    def __init__(self, toolkit):
-        pass
-
-    def write(self, item, raw_text):
-        pass
-
-    def read(self, query):
-        return ""
-'''
+# A seed that remembers nothing (the sandbox's probe program): honest, and weaker than the pill's keyword memory.
+FORGETFUL = PROBE
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
