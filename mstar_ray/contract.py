@@ -9,6 +9,7 @@ all in one repair round.
 from __future__ import annotations
 
 import ast
+import warnings
 from dataclasses import dataclass
 
 from mstar_ray.program_schema import FieldSpec, ProgramSchema
@@ -35,6 +36,23 @@ REQUIRED_METHODS = (("__init__", ("toolkit",)), ("write", ("item", "raw_text")),
 OPTIONAL_METHODS = (("feedback", ("query", "score")),)
 
 _JSON_SCALARS = {"str": "str", "int": "int", "float": "float", "bool": "bool"}
+
+# Bounds on what a program declares. A candidate is hostile and the host does work on all of it: it parses and
+# walks the tree here, compares trees in the driver (a tree distance grows faster than its size), and builds
+# the task agent's prompts from the constants and field descriptions. The largest seed has 12,000 characters,
+# 1,912 nodes, nesting 24 deep, a 239-character constant and a 57-character description.
+MAX_SOURCE_CHARS = 100_000
+MAX_TREE_NODES = 8_000
+MAX_TREE_DEPTH = 50
+MAX_FIELDS = 64  # per schema class
+MAX_DESCRIPTION_CHARS = 2_000
+MAX_CONSTANT_CHARS = {"COMMIT_MESSAGE": 2_000}  # the others are bounded by the prompts they go into
+# The part of one task-agent prompt that comes from the program's declarations, capped like the program's own
+# toolkit prompts (``SandboxLimits.llm_prompt_max_chars``): what goes into the extraction prompt, the query
+# prompt and the answer prompt.
+DECLARED_PROMPT_MAX_CHARS = 32_000
+DECLARED_PROMPTS = (("extraction", "INSTRUCTION_KNOWLEDGE_ITEM", "KnowledgeItem"), ("query", "INSTRUCTION_QUERY", "Query"),
+                    ("answer", "INSTRUCTION_RESPONSE", None), ("answer", "ALWAYS_ON_KNOWLEDGE", None))
 
 
 @dataclass(frozen=True)
@@ -86,11 +104,23 @@ class _Checker:
         self.violations.append(Violation(line, code, message))
 
     def run(self) -> tuple[list[Violation], ProgramInfo | None]:
+        """Reports, never raises, whatever the source: a program too large or too deep for the checks to be
+        bounded is itself the violation."""
+        if len(self.source) > MAX_SOURCE_CHARS:
+            return [Violation(1, "size", f"the program has {len(self.source):,} characters; at most "
+                                         f"{MAX_SOURCE_CHARS:,} allowed")], None
         try:
-            tree = ast.parse(self.source)
+            tree = bounded_parse(self.source)
         except SyntaxError as exc:
-            return [Violation(exc.lineno or 1, "syntax", f"syntax error: {exc.msg}")], None
+            return [Violation(exc.lineno or 1, "syntax", f"syntax error: {str(exc.msg)[:300]}")], None
+        except TreeTooLarge as exc:
+            return [Violation(1, "size", str(exc))], None
+        try:
+            return self._check(tree)
+        except RecursionError:  # a last line: the bounds above keep every walk far from the limit
+            return [Violation(1, "size", "the program nests too deeply for the contract checker")], None
 
+    def _check(self, tree: ast.Module) -> tuple[list[Violation], ProgramInfo | None]:
         self._check_safety(tree)
         classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
         schema: dict[str, list[FieldSpec]] = {}
@@ -105,6 +135,7 @@ class _Checker:
         else:
             has_feedback = self._check_logic_class(classes[LOGIC_CLASS], classes)
         constants = self._check_constants(tree)
+        self._check_declared_sizes(constants, schema)
 
         self.violations.sort(key=lambda v: (v.line, v.code))
         if self.violations:
@@ -164,7 +195,7 @@ class _Checker:
             name = stmt.target.id
             parsed = _json_type(stmt.annotation)
             if parsed is None:
-                annotation = ast.unparse(stmt.annotation)
+                annotation = _shorten(ast.unparse(stmt.annotation))
                 self.add(
                     stmt,
                     "field-type",
@@ -179,6 +210,12 @@ class _Checker:
             )
         if not fields:
             self.add(cls, "field-type", f"class {cls.name} declares no fields")
+        if len(fields) > MAX_FIELDS:
+            self.add(cls, "size", f"class {cls.name} declares {len(fields)} fields; at most {MAX_FIELDS} allowed")
+        for spec in fields:
+            if len(spec.description) > MAX_DESCRIPTION_CHARS:
+                self.add(cls, "size", f"the description of {cls.name}.{spec.name} has {len(spec.description):,} "
+                                      f"characters; at most {MAX_DESCRIPTION_CHARS:,} allowed")
         return fields
 
     def _field_default(self, cls: ast.ClassDef, name: str, value: ast.expr | None) -> tuple[str, bool]:
@@ -220,7 +257,7 @@ class _Checker:
         expected = 1 + len(params)
         required_kwonly = [a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
         if len(positional) < expected and args.vararg is None or required > expected or required_kwonly:
-            got = ast.unparse(args)
+            got = _shorten(ast.unparse(args))
             self.add(
                 fn,
                 "signature",
@@ -247,7 +284,60 @@ class _Checker:
         for name in REQUIRED_CONSTANTS:
             if name not in found:
                 self.add(1, "missing-constant", f"missing module-level string constant {name}")
+        for name, limit in MAX_CONSTANT_CHARS.items():
+            if len(found.get(name, "")) > limit:
+                self.add(1, "size", f"{name} has {len(found[name]):,} characters; at most {limit:,} allowed")
         return found
+
+    def _check_declared_sizes(self, constants: dict[str, str], schema: dict[str, list[FieldSpec]]) -> None:
+        """Each task-agent prompt's declared part (its instruction, the schema it shows, the always-on text)
+        within ``DECLARED_PROMPT_MAX_CHARS``: past it the prompt would overflow a model the task runs on, and
+        the endpoint's refusal would be the program's doing."""
+        sizes: dict[str, int] = {}
+        parts: dict[str, list[str]] = {}
+        for prompt, constant, fields in DECLARED_PROMPTS:
+            sizes[prompt] = sizes.get(prompt, 0) + len(constants.get(constant, ""))
+            parts.setdefault(prompt, []).append(constant)
+            if fields is not None:
+                sizes[prompt] += sum(len(f.name) + len(f.type) + len(f.description) + 16 for f in schema.get(fields, []))
+                parts[prompt].append(f"the fields of {fields}")
+        for prompt, size in sizes.items():
+            if size > DECLARED_PROMPT_MAX_CHARS:
+                self.add(1, "prompt-size", f"{' and '.join(parts[prompt])} put {size:,} characters into every "
+                                           f"{prompt} prompt; at most {DECLARED_PROMPT_MAX_CHARS:,} allowed")
+
+
+class TreeTooLarge(ValueError):
+    """A syntax tree beyond ``MAX_TREE_NODES`` or ``MAX_TREE_DEPTH``."""
+
+
+def bounded_parse(source: str, mode: str = "exec") -> ast.AST:
+    """``ast.parse`` that raises only ``SyntaxError`` (for anything the parser refuses, null bytes and the
+    parser's own recursion limit included) or ``TreeTooLarge``: every later walk of the tree is bounded."""
+    try:
+        with warnings.catch_warnings():  # the candidate's own (invalid escapes...): nothing for the host to print
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source, mode=mode)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
+        if isinstance(exc, SyntaxError):
+            raise
+        what = "null bytes" if isinstance(exc, ValueError) else "nesting or size beyond the parser's limits"
+        raise SyntaxError(f"the parser refused it: {what} ({type(exc).__name__})") from None
+    nodes, deepest, stack = 0, 0, [(tree, 1)]
+    while stack:
+        node, level = stack.pop()
+        nodes += 1
+        deepest = max(deepest, level)
+        if nodes > MAX_TREE_NODES:
+            raise TreeTooLarge(f"the program's syntax tree has more than {MAX_TREE_NODES:,} nodes")
+        if deepest > MAX_TREE_DEPTH:
+            raise TreeTooLarge(f"the program's syntax tree nests more than {MAX_TREE_DEPTH} levels deep")
+        stack.extend((child, level + 1) for child in ast.iter_child_nodes(node))
+    return tree
+
+
+def _shorten(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _is_dunder(name: str) -> bool:
@@ -288,8 +378,8 @@ def _json_type(node: ast.expr) -> tuple[str, bool] | None:
     """(normalised type, optional) for a JSON-compatible annotation, else None."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         try:
-            return _json_type(ast.parse(node.value, mode="eval").body)
-        except SyntaxError:
+            return _json_type(bounded_parse(node.value, mode="eval").body)
+        except (SyntaxError, TreeTooLarge):
             return None
     members = _union_members(node)
     if members is not None:

@@ -5,6 +5,11 @@ decodes a frame with a nesting limit (``sandbox.wire``), validates it here, and 
 a ``protocol`` violation of that candidate: never as an exception of its own. ``layers`` comes once,
 from code that runs before the program; each call ends with one ``done``; ``llm`` and ``embed`` each
 get one reply; ``violation`` is a notice from the audit hook.
+
+This is the one place where the host turns bytes from a candidate into values it uses: every string is
+bounded and encodable as UTF-8 (JSON can carry a lone surrogate such as ``"\\ud800"``, which no encoder,
+tokenizer or log writer downstream accepts), every container bounded in size and depth, and a ``done``
+frame's value has the type its call gives (``done_value``). Nothing past here needs to distrust its types.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ from sandbox import wire
 # The most lists and objects an honest frame holds (a done frame's logs and the like).
 MAX_CONTAINERS = 16
 
+# The longest string any frame may carry: a frame's whole size (a toolkit prompt and embedding texts are
+# limited further by the call's budget, a read by ``SandboxLimits.read_max_chars``).
+Long = Annotated[str, StringConstraints(max_length=wire.MAX_FRAME_BYTES)]
 Short = Annotated[str, StringConstraints(max_length=200)]
 Text = Annotated[str, StringConstraints(max_length=8000)]
 LogLine = Annotated[str, StringConstraints(max_length=500)]
@@ -37,11 +45,15 @@ class LayersFrame(_Frame):
     missing: dict[Short, Text] = Field(max_length=32)
 
 
+class Loaded(_Frame):
+    loaded: bool
+
+
 class DoneFrame(_Frame):
     op: Literal["done"]
     call: CallNumber
     ok: bool
-    value: Any = None  # checked per call: read() must give a str
+    value: Long | Loaded | None = None  # per call: ``done_value``
     kind: RunnerKind | None = None
     message: Text = ""
     traceback: Text = ""
@@ -51,13 +63,13 @@ class DoneFrame(_Frame):
 class LLMFrame(_Frame):
     op: Literal["llm"]
     call: CallNumber
-    prompt: str  # its size is a budget of the call (``SandboxLimits.llm_prompt_max_chars``)
+    prompt: Long  # its size is a budget of the call (``SandboxLimits.llm_prompt_max_chars``)
 
 
 class EmbedFrame(_Frame):
     op: Literal["embed"]
     call: CallNumber
-    texts: list[str] = Field(max_length=wire.EMBED_TEXTS_PER_REQUEST)
+    texts: list[Long] = Field(max_length=wire.EMBED_TEXTS_PER_REQUEST)
 
 
 class ViolationFrame(_Frame):
@@ -81,8 +93,39 @@ def parse_frame(body: bytes) -> LayersFrame | DoneFrame | LLMFrame | EmbedFrame 
         message = wire.decode_body(body, max_containers=MAX_CONTAINERS)
     except wire.FrameError as exc:
         raise ProtocolError(str(exc)) from None
+    _refuse_unencodable(message)
     try:
         return _FRAME.validate_python(message)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
         raise ProtocolError(f"malformed {str(message.get('op'))[:40]!r} frame: {problems}") from None
+
+
+def _refuse_unencodable(message: dict[str, Any]) -> None:
+    """Every string of a decoded frame, keys included, must encode as UTF-8: the decoder turns a ``\\ud800``
+    escape into a lone surrogate, which the host's encoders refuse. Iterative: a frame's depth is bounded, but
+    this must not depend on it."""
+    stack: list[Any] = [message]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ProtocolError(f"{str(message.get('op'))[:40]!r} frame holds a string that is not valid "
+                                    f"Unicode ({exc.reason} at {exc.start})") from None
+
+
+def done_value(frame: DoneFrame, what: str) -> str | None:
+    """What a successful call gives the host: read()'s string; nothing for load, write and feedback."""
+    if what == "read":
+        if not isinstance(frame.value, str):
+            kind = "nothing" if frame.value is None else "an object"
+            raise ProtocolError(f"read() answered with {kind}, not a string")
+        return frame.value
+    return None

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mstar_ray import sandbox_jail
 from mstar_ray.sandbox_frames import (
-    DoneFrame, EmbedFrame, LayersFrame, LLMFrame, ProtocolError, ViolationFrame, parse_frame,
+    DoneFrame, EmbedFrame, LayersFrame, LLMFrame, ProtocolError, ViolationFrame, done_value, parse_frame,
 )
 from mstar_ray.sandbox_fork_server import (
     ForkServer, Zygote, namespaces_of, proc_status, receive_with_pid, shared_fork_server,
@@ -386,10 +386,11 @@ class Sandbox:
         self._signal(signal.SIGSTOP)  # nothing it left running may act until the next call
         fields = {"llm_calls": budget.llm_calls, "seconds": time.monotonic() - started, "logs": list(done.logs)}
         if done.ok:
-            if what == "read" and not isinstance(done.value, str):
-                return self._fatal("protocol", f"read() answered with a {type(done.value).__name__}, not a string",
-                                   started, budget.llm_calls)
-            return Outcome(ok=True, value=done.value if what == "read" else None, **fields)
+            try:
+                value = done_value(done, what)
+            except ProtocolError as exc:
+                return self._fatal("protocol", str(exc), started, budget.llm_calls)
+            return Outcome(ok=True, value=value, **fields)
         return Outcome(ok=False, kind=done.kind or "exception", message=done.message, traceback=done.traceback,
                        **fields)
 
@@ -448,7 +449,10 @@ class Sandbox:
         (length,) = wire.HEADER.unpack(self._read_exact(wire.HEADER.size, deadline))
         if length > wire.MAX_FRAME_BYTES:
             raise ProtocolError(f"frame of {length} bytes exceeds the limit")
-        return parse_frame(self._read_exact(length, deadline))
+        frame = parse_frame(self._read_exact(length, deadline))
+        if time.monotonic() > deadline:
+            raise _Overtime  # the host's own decoding counts against the call, like the candidate's work
+        return frame
 
     # -- host work on the sandbox's behalf -------------------------------------------------------
 

@@ -8,6 +8,7 @@ the same output in every process. Nothing here knows about schemas or prompts.
 
 from __future__ import annotations
 
+import bisect
 import calendar
 import datetime as dt
 import math
@@ -147,7 +148,10 @@ def idf_weights(docs: Iterable[Iterable[str]]) -> dict[str, float]:
 # Sentences and turns
 # ---------------------------------------------------------------------------------------------------
 
-_BOUNDARY_RE = re.compile(r"[.!?]+[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+# A boundary starts where a run of terminal punctuation starts (the lookbehind): started anywhere inside a run
+# of 40,000 "!", the match failed again over the rest of it, quadratic in the run; the matches are the same.
+_BOUNDARY_RE = re.compile(r"(?<![.!?])[.!?]+[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+_LAST_WORD_CHARS = 32  # longer than any abbreviation: enough of what precedes a boundary to tell
 
 
 def split_sentences(text: str) -> list[str]:
@@ -159,7 +163,9 @@ def split_sentences(text: str) -> list[str]:
             continue
         start = 0
         for m in _BOUNDARY_RE.finditer(line):
-            before = line[start : m.start()].rsplit(None, 1)
+            # Only the end of the text before the boundary: the whole of it, re-read at each abbreviation the
+            # loop skips, was quadratic in a line of "Dr. A Dr. A ...".
+            before = line[max(start, m.start() - _LAST_WORD_CHARS) : m.start()].rsplit(None, 1)
             last = before[-1].lower().rstrip(".") if before else ""
             if last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha()):
                 continue
@@ -277,17 +283,45 @@ def format_date(year: int | None, month: int | None, day: int | None) -> str:
     return " ".join(parts)
 
 
+class _Spans:
+    """Non-overlapping spans of a text, kept sorted, so whether a new one overlaps any takes a bisection: checked
+    against every span taken so far, a text of thousands of dates took quadratic time (18 s on 32,000 characters)."""
+
+    def __init__(self, spans: Iterable[tuple[int, int]] = ()):
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        for start, end in sorted(spans):  # merged where they overlap or touch: the same text is covered
+            if self.ends and start <= self.ends[-1]:
+                self.ends[-1] = max(self.ends[-1], end)
+            else:
+                self.starts.append(start)
+                self.ends.append(end)
+
+    def overlaps(self, start: int, end: int) -> bool:
+        # The spans that start before ``end``; the last of them ends last (they do not overlap).
+        before = bisect.bisect_left(self.starts, end)
+        return before > 0 and self.ends[before - 1] > start
+
+    def add(self, start: int, end: int) -> None:
+        """A span that overlaps none (``overlaps`` said so)."""
+        at = bisect.bisect_left(self.starts, start)
+        self.starts.insert(at, start)
+        self.ends.insert(at, end)
+
+
 def find_dates(text: str) -> list[DateMention]:
     """Explicit dates in ``text``, in order of appearance, non-overlapping, most specific first."""
     text = fold_quotes(text)
     taken: list[DateMention] = []
+    spans = _Spans()
     for pattern in _DATE_PATTERNS:
         for m in pattern.finditer(text):
-            if any(m.start() < d.end and d.start < m.end() for d in taken):
+            if spans.overlaps(m.start(), m.end()):
                 continue
             mention = _mention(m)
             if mention is not None:
                 taken.append(mention)
+                spans.add(mention.start, mention.end)
     return sorted(taken, key=lambda d: d.start)
 
 
@@ -479,9 +513,10 @@ def find_numbers(text: str, skip_dates: bool = True) -> list[str]:
     if skip_dates:
         blocked = [(d.start, d.end) for d in find_dates(text)]
         blocked += [(m.start(), m.end()) for m in re.finditer(r"\b\d{1,2}:\d{2}\b", text)]
+    spans = _Spans(blocked)
     out: list[str] = []
     for m in _NUMBER_RE.finditer(text):
-        if any(m.start() < e and s < m.end() for s, e in blocked):
+        if spans.overlaps(m.start(), m.end()):
             continue
         out.append(m.group(0))
     return out

@@ -147,6 +147,16 @@ ATTACKS = [
     Attack("host: terminal escapes", "terminal_escapes", lambda w: "q", _raw_on_terminal),
     Attack("host: cache channel", "cache_probe", lambda w: f"probe|none|{HOST_TEXT}",
            lambda o, w, c: HOST_TEXT not in w.model.texts, cached=True),
+    # A lone surrogate, escaped in valid JSON: the host answered the request (or took the value) it could not encode.
+    Attack("host: strings no encoder takes", "unencodable_strings", lambda w: "embed", lambda o, w, c: o.ok),
+    Attack("host: strings no encoder takes", "unencodable_strings", lambda w: "llm", lambda o, w, c: bool(c["llm"])),
+    Attack("host: strings no encoder takes", "unencodable_strings", lambda w: "value", lambda o, w, c: o.ok),
+    Attack("host: strings no encoder takes", "unencodable_strings", lambda w: "logs", lambda o, w, c: o.ok),
+    # 8 MB frames shaped for a super-linear scan: the host's own handling outran the call's deadline.
+    Attack("host: frames that outrun the deadline", "slow_frames", lambda w: "escaped_quotes",
+           lambda o, w, c: o.seconds > LIMITS.call_timeout_s),
+    Attack("host: frames that outrun the deadline", "slow_frames", lambda w: "escapes_and_brackets",
+           lambda o, w, c: o.seconds > LIMITS.call_timeout_s),
 ]
 
 

@@ -19,9 +19,12 @@ RESET = 0
 
 
 class ScriptedServer:
-    def __init__(self, *, latency_s: float = 0.0, reply: str = '{"answer": "ok"}'):
+    def __init__(self, *, latency_s: float = 0.0, reply: str = '{"answer": "ok"}', context_chars: int | None = None):
         self.latency_s = latency_s
         self.reply = reply
+        # A chat request whose messages hold more characters is refused as llama.cpp refuses a prompt beyond its
+        # context: HTTP 400.
+        self.context_chars = context_chars
         self.failures: deque[tuple[int, dict[str, str]]] = deque()  # served first, one per request
         self.replies: deque[str] = deque()  # chat replies in order; then ``reply`` for ever
         self.prompts: list[list[dict]] = []  # the messages of every chat request
@@ -81,6 +84,9 @@ class ScriptedServer:
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                     server.started_at.append(time.monotonic())
                     failure = server.failures.popleft() if server.failures else None
+                    size = sum(len(str(m.get("content", ""))) for m in request.get("messages", []))
+                    if failure is None and server.context_chars is not None and size > server.context_chars:
+                        failure = (400, {})
                     if failure is None and "messages" in request:
                         server.prompts.append(request["messages"])
                         content = server.replies.popleft() if server.replies else server.reply
@@ -92,7 +98,8 @@ class ScriptedServer:
                         self.connection.close()
                     elif failure is not None:
                         status, headers = failure
-                        self._send(status, {"error": {"message": f"scripted {status}", "type": "scripted"}}, headers)
+                        message = "the request exceeds the available context size" if status == 400 else f"scripted {status}"
+                        self._send(status, {"error": {"message": message, "type": "scripted"}}, headers)
                     elif self.path.endswith("/embeddings"):
                         inputs = request["input"] if isinstance(request["input"], list) else [request["input"]]
                         data = [{"object": "embedding", "index": i, "embedding": [float(len(t)), 1.0, 0.5]}

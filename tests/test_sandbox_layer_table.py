@@ -35,3 +35,12 @@ def test_the_limits_and_the_hosts_own_layers_hold_with_every_layer_on():
     assert {a.cls for a in attacks} == wanted
     results = measure(attacks, [("all layers", frozenset())])
     assert not any(results[(cls, "all layers")] for cls in wanted), results
+
+
+def test_the_host_refuses_what_it_cannot_encode_and_frames_that_would_outrun_its_deadline_with_no_layer_on():
+    """The host's own layers (the frame boundary, its linear scan inside the call's deadline) hold whatever the
+    kernel's layers are: with every one on and with none."""
+    wanted = {"host: strings no encoder takes", "host: frames that outrun the deadline"}
+    attacks = [a for a in ATTACKS if a.cls in wanted]
+    results = measure(attacks, [("all layers", frozenset()), ("none", frozenset(LAYERS))])
+    assert not any(results.values()), results

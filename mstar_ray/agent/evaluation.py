@@ -28,6 +28,7 @@ from mstar_ray.embedding.embedder import Embedder
 from mstar_ray.families import family as family_of
 from mstar_ray.families.base import Family, ItemRun, MemoryViolation, Recall
 from mstar_ray.llm.candidate_cache import CandidateBudget
+from mstar_ray.llm.errors import RequestRefused
 from mstar_ray.llm.usage import usage_since
 from mstar_ray.results import (
     EvalProgress,
@@ -219,10 +220,18 @@ def evaluate(
         if not outcome.ok:
             run.violation = _violation("load", outcome)
         run.progress(run.state)
-        for phase in (lambda: run.write_phase(sandbox), lambda: run.item_phase(sandbox, memory),
-                      *([lambda: run.attribution_phase(memory)] if attribute else [])):
+        for name, phase in (("write", lambda: run.write_phase(sandbox)), ("read", lambda: run.item_phase(sandbox, memory)),
+                            *([("attribution", lambda: run.attribution_phase(memory))] if attribute else [])):
             if run.violation is None:
-                phase()
+                try:
+                    phase()
+                except RequestRefused as refused:
+                    if not refused.by_content:
+                        raise  # the endpoint's configuration: the infrastructure's
+                    run.violation = RuntimeViolation(phase=name, kind="prompt_refused", message=(
+                        "the endpoint refused a task-agent prompt, which holds the program's declarations "
+                        f"(instructions, field descriptions, ALWAYS_ON_KNOWLEDGE) and what read() returned: {refused}"
+                    )[:2000])
         sandbox_info = SandboxInfo(
             layers=sandbox.layers, missing_layers=sandbox.missing_layers, ready_seconds=sandbox.ready_seconds
         )

@@ -56,6 +56,14 @@ class FatalRunError(RuntimeError):
     """The run cannot go on (an endpoint gone after its retries, a broken install); finished work is kept."""
 
 
+def infrastructure_failure(cause: BaseException) -> bool:
+    """Whether an error an evaluation raised is the infrastructure's (an endpoint gone, a machine that cannot
+    sandbox or cannot run the task's environment), which stops a run; any other is the candidate's failure.
+    A request that the program's own declarations made too large never gets here: the evaluation records it
+    as the program's violation (``agent.evaluation``)."""
+    return isinstance(cause, (EndpointError, SandboxUnavailable, SandboxStartError, EnvUnavailable))
+
+
 class SearchPolicy:
     def __init__(self, config: RunConfig, task: Task, plan: SplitPlan, run_dir: RunDir, progress: Progress,
                  shown: ProgressState, *, evaluators: int, llm_stop: Callable[[], str | None]):
@@ -320,7 +328,7 @@ class SearchPolicy:
             self.stop = StopReason("llm_budget", str(cause))
             self.progress.message(f"stopping: {cause}; the work in flight is abandoned, nothing half-written")
             return
-        if isinstance(cause, (EndpointError, SandboxUnavailable, SandboxStartError, EnvUnavailable)):
+        if infrastructure_failure(cause):
             raise FatalRunError(str(cause)) from None
         error = f"{type(cause).__name__}: {cause}"
         if done.work.kind == "evaluate":

@@ -81,7 +81,9 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
                 "static_score": member.score, "static_interval": list(driver.policy.incumbent.interval(member)),
                 "test_score": test.static_score if test else None,
                 "test_categories": {c: s.score for c, s in test.report.categories.items()} if test else None,
-                "test_judge": test.report.judge_score if test else None}
+                "test_judge": test.report.judge_score if test else None,
+                # why its confirmation or test broke the contract or has no result (the selection says what followed)
+                "failure_after_search": (result.side_failures or {}).get(member.id)}
 
     split = driver.plan.split
     summary = {

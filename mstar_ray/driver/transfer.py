@@ -143,7 +143,10 @@ def _evaluate(crossing: Crossing, pool, progress: Progress) -> tuple[list[list[f
                 errors[f"{row},{column}"] = f"{type(done.error).__name__}: {str(done.error)[:300]}"
             else:
                 outcome: EvalOutcome = done.value
-                scores[row][column] = outcome.static_score
+                scores[row][column] = outcome.static_score  # 0 for a program that broke the contract
+                if (violation := outcome.report.violation) is not None:
+                    errors[f"{row},{column}"] = (f"broke the contract during {violation.phase}: [{violation.kind}] "
+                                                 f"{violation.message[:300]}")
             progress.message(f"{where}: {errors.get(f'{row},{column}') or f'{scores[row][column]:.3f}'}")
     return scores, errors
 

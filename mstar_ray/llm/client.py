@@ -135,7 +135,7 @@ class LLMClient:
         """Raise when retrying cannot help or the retries are used up; otherwise wait before the next try."""
         where = self.endpoint.where()
         if not failure.retryable:
-            raise RequestRefused(f"{where} refused the request: {failure}")
+            raise RequestRefused(f"{where} refused the request: {failure}", status=failure.status)
         if attempt >= self.retry.max_retries:
             raise EndpointError(f"{where} failed after {attempt + 1} attempt(s): {failure}")
         if failure.retry_after is not None and failure.retry_after > self.retry.max_retry_after_s:

@@ -30,7 +30,7 @@ class TransferMatrix(BaseModel):
     tasks: list[TransferTask]
     programs: list[TransferProgram]
     scores: list[list[float | None]]  # [program][task]; None: the evaluation could not be run (see errors)
-    errors: dict[str, str] = {}  # "row,column" -> why that cell is empty
+    errors: dict[str, str] = {}  # "row,column" -> why that cell is empty (or scored 0: a contract violation)
 
     def best_seed(self, column: int) -> float | None:
         seeds = [row[column] for program, row in zip(self.programs, self.scores)

@@ -154,6 +154,17 @@ class Incumbent:
         return Selection(chosen=winner, rule="confirmation", how=how, replacements=self.replacements,
                          confirmation=confirmation)
 
+    def without(self, excluded: set[str]) -> Incumbent | None:
+        """The incumbent as if the ``excluded`` programs had never been offered (None when none is left): the
+        next program by the same rule, for a run whose choice broke the contract after the search."""
+        kept = [member for member, _, _ in self._offered if member.id not in excluded]
+        if not kept:
+            return None
+        incumbent = Incumbent(self.static_ids, seed=self.seed, level=self.level, resamples=self.resamples)
+        for member in kept:
+            incumbent.offer(member)
+        return incumbent
+
 
 def replay(members: list[Member], static_ids: list[str], *, seed: int) -> Incumbent:
     """The incumbent after offering ``members`` in the order they were scored (what the run saw)."""

@@ -126,9 +126,30 @@ def _typed_span(unit: _Unit, qtype: str, q_tokens: set[str]) -> str | None:
     return None
 
 
-_SPAN_TOKEN_RE = re.compile(r"[A-Za-z0-9$][\w'\-$%.]*[\w%]|[A-Za-z0-9$]|[,;:.!?()\"\u2014\u2013]")
+# A span token is a word start, then the longest stretch of word characters and "'-$%." that ends on a word
+# character or "%" (or the start alone), or a punctuation mark. As one pattern that was quadratic on a run of
+# "$" (each start failed again over the rest of the run), so runs are matched whole and cut by ``_span_tokens``.
+_SPAN_RUN_RE = re.compile(r"[A-Za-z0-9$][\w'\-$%.]*|[,;:.!?()\"\u2014\u2013]")
+_SPAN_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789$")
+_SPAN_END_RE = re.compile(r"[\w%][^\w%]*\Z")
 _MAX_SPAN_WORDS = 8
 _JSON_KEY_RE = re.compile(r"[\"'][A-Za-z_][\w ]{0,30}[\"']\s*:")
+
+
+def _span_tokens(text: str) -> list[str]:
+    """The span tokens of ``text`` in order, in linear time."""
+    out: list[str] = []
+    for run in _SPAN_RUN_RE.findall(text):
+        if run[0] not in _SPAN_START:
+            out.append(run)  # a punctuation mark
+            continue
+        # The token from the run's start reaches its last word character or "%"; after that only "'-$." are
+        # left, each a token of its own ("$", ".") or nothing ("'", "-").
+        end = _SPAN_END_RE.search(run, 1)
+        last = end.start() if end else 0
+        out.append(run[: last + 1])
+        out += [c for c in run[last + 1:] if c in "$."]
+    return out
 
 
 def _generic_span(sentence: str, q_tokens: set[str], q_stems: set[str]) -> str:
@@ -143,7 +164,7 @@ def _generic_span(sentence: str, q_tokens: set[str], q_stems: set[str]) -> str:
         text = text[: d.start] + " " + text[d.end :]
     text = _JSON_KEY_RE.sub(" ", text)
     kept: list[str] = []
-    for tok in _SPAN_TOKEN_RE.findall(text):
+    for tok in _span_tokens(text):
         if not (tok[0].isalnum() or tok[0] == "$"):
             continue
         low = tok.lower()

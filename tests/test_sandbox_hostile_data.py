@@ -1,0 +1,107 @@
+"""Every value that crosses from a sandbox is validated at one boundary (``sandbox_frames``) before the host
+uses it: a string no encoder takes, on any route, is that candidate's ``protocol`` violation and never reaches the
+embedder, the toolkit LLM or the outcome; and the host's own handling of a frame is linear and inside the call's
+deadline, at the largest frame the channel carries."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from mstar_ray.sandbox_frames import ProtocolError, parse_frame
+from mstar_ray.sandbox_host import SandboxLimits
+from sandbox import wire
+from tests.sandbox_support import FakeEmbed, FakeLLM, Victim, Watch, read
+
+ROUTES = ["embed", "llm", "value", "low_surrogate", "logs", "message", "traceback", "violation", "key"]
+
+
+@pytest.fixture(scope="module")
+def watch(tmp_path_factory: pytest.TempPathFactory):
+    victim = Victim()
+    outside = tmp_path_factory.mktemp("outside")
+    (outside / "planted.txt").write_text("planted")
+    observer = Watch(outside, victim)
+    yield observer
+    observer.close()
+    victim.stop()
+
+
+def encodable(outcome) -> bool:
+    texts = [outcome.message, outcome.traceback, *outcome.logs, outcome.value if isinstance(outcome.value, str) else ""]
+    try:
+        for text in texts:
+            text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_lone_surrogate_on_any_route_is_the_candidates_protocol_violation(watch, route):
+    llm, embed = FakeLLM(), FakeEmbed()
+    _, outcome, after = watch.run("unencodable_strings", [read(route), read("pair")], llm=llm, embed=embed)
+    assert outcome.kind == "protocol" and outcome.violation, outcome.describe()
+    assert "not valid Unicode" in outcome.message
+    assert encodable(outcome)
+    assert llm.requests == [] and embed.texts == 0  # refused before any host work on it
+    assert after.kind == "protocol"  # the process is gone; later calls say why
+
+
+def test_a_string_returned_by_read_that_cannot_be_encoded_never_reaches_the_host(watch):
+    _, outcome = watch.run("unencodable_strings", [read("returned")])
+    assert not outcome.ok and encodable(outcome)
+
+
+def test_a_valid_surrogate_pair_is_text_like_any_other(watch):
+    _, outcome = watch.run("unencodable_strings", [read("pair")])
+    assert outcome.ok and outcome.value == "smile \U0001F600"
+
+
+# The shapes that made the host's frame handling super-linear, as frames of about ``n`` bytes.
+ADVERSARIAL_BODIES = {
+    "unclosed quotes": lambda n: b'{"op": "done", "x": ' + b"[" * 20 + b'"' * n + b"]}",
+    "escaped quotes": lambda n: b'{"op": "done", "x": ["' + b'\\"' * (n // 2) + b"[]}",
+    # main's string pattern: 119 s on 60 KB of this (the brackets make the host count them outside strings)
+    "brackets, then escaped quotes": lambda n: b'{"op": "done", "x": ' + b"[" * 20 + b'"' + b'\\"' * (n // 2) + b"}",
+    "escaped quotes, then brackets": lambda n: b'{"op": "done", "x": "' + b'\\"' * (n // 2) + b'"' + b"[" * 20 + b"}",
+    "as many brackets as allowed, then escaped quotes": lambda n: (b'{"op": "done", "x": ' + b"[" * 15 + b'"'
+                                                                   + b'\\"' * (n // 2) + b'"' + b"]" * 15 + b"}"),
+    "escapes and brackets": lambda n: b'{"op": "done", "x": ' + b'["\\' * (n // 3) + b"}",
+    "many small strings": lambda n: b'{"op": "done", "x": [' + b'"a",' * (n // 4) + b'"a"]' + b"[" * 20 + b"}",
+    "brackets in one string": lambda n: b'{"op": "done", "value": "' + b"[{" * (n // 2) + b'"}',
+}
+
+
+@pytest.mark.parametrize("shape", list(ADVERSARIAL_BODIES))
+def test_the_largest_adversarial_frames_are_refused_in_linear_time(shape):
+    """Linear, measured as a ratio in one run: the largest frame against one an eighth of its size (a
+    quadratic scan takes 64 times as long; the string pattern it replaced took 44 s on 120 KB)."""
+    largest = wire.MAX_FRAME_BYTES - 100
+    body, small = ADVERSARIAL_BODIES[shape](largest), ADVERSARIAL_BODIES[shape](largest // 8)
+    assert len(body) <= wire.MAX_FRAME_BYTES
+
+    def cost(frame: bytes) -> float:
+        started = time.perf_counter()
+        with pytest.raises(ProtocolError):
+            parse_frame(frame)
+        return time.perf_counter() - started
+
+    cost(small)  # warm
+    full, eighth = cost(body), cost(small)
+    # Below half a second the whole frame is refused at the speed of one pass over its bytes, and the ratio
+    # of two such small times is noise.
+    assert full < 0.5 or full / eighth < 24, f"{shape}: {full:.3f} s, {full / eighth:.1f}x for 8x the bytes"
+
+
+def test_the_call_deadline_covers_the_hosts_handling_of_a_frame(watch):
+    """A frame of 8 MB of escaped quotes: refused, and the call ends no later than its deadline allows (the
+    host's decoding counts against the call), where the old pattern would have taken days."""
+    limits = SandboxLimits(call_timeout_s=5.0, require=[])
+    for shape in ("escaped_quotes", "unclosed_quotes", "escapes_and_brackets"):
+        started = time.monotonic()
+        _, outcome, after = watch.run("slow_frames", [read(shape), read("x")], limits)
+        assert outcome.kind in ("protocol", "timeout") and outcome.violation, outcome.describe()
+        assert after.kind == outcome.kind
+        assert time.monotonic() - started < 60, shape
