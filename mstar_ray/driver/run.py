@@ -90,7 +90,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         "best_seed": described(result.best_seed),
         "selection": result.selection.model_dump(),
         "static_evidence_in_memory": split.static_evidence,
-        "texts": {"granularity": config.task.granularity, "total": len(task.texts), "written_in_search": len(split.train_texts)},
+        "texts": {"granularity": getattr(config.task, "granularity", "session"), "total": len(task.texts), "written_in_search": len(split.train_texts)},
         "candidates_evaluated": result.evaluated, "discarded": result.discarded, "violations": result.violations,
         "wall_seconds": round(result.wall_s, 1), "stop_reason": result.stop_reason,
         "duplicates": driver.state.duplicates, "screened_out": result.screened_out,
