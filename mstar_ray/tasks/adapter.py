@@ -88,9 +88,11 @@ def registered(name: str) -> FamilyRef | None:
 def family_class(ref: FamilyRef) -> type:
     """The class ``ref`` names, its module imported (or, for a file, executed from the shipped source) once."""
     module = _module_from_source(ref.module, ref.source, ref.origin) if ref.source is not None else import_module(ref.module)
-    found: Any = module
+    found: object = module
     for part in ref.qualname.split("."):
         found = getattr(found, part)
+    if not isinstance(found, type):
+        raise AdapterError(f"{ref.origin}: {ref.qualname} is not a class")
     return found
 
 
@@ -192,16 +194,17 @@ class Adapter:
         if missing:
             raise AdapterError(f"task.adapter: {self.origin}'s family {cls.__qualname__} is not a Family: it lacks "
                                f"{', '.join(missing)} (mstar_ray.families.base.Family)")
-        if not isinstance(cls.name, str) or not cls.name:
+        name = getattr(cls, "name")
+        if not isinstance(name, str) or not name:
             raise AdapterError(f"task.adapter: {self.origin}'s family {cls.__qualname__}.name must be a non-empty string")
         if "<locals>" in cls.__qualname__:
             raise AdapterError(f"task.adapter: {self.origin}'s family {cls.__qualname__} must be defined at the top "
                                "level of its module, so that a worker can find it")
-        if cls.__module__ == self.module.__name__:
-            return cls.name, FamilyRef(name=cls.name, module=cls.__module__, qualname=cls.__qualname__,
-                                       origin=self.origin, source=self.source)
-        return cls.name, FamilyRef(name=cls.name, module=cls.__module__, qualname=cls.__qualname__,
-                                   origin=f"{cls.__module__}.{cls.__qualname__}")
+        if cls.__module__ == self.module.__name__:  # defined in the adapter's own file or module
+            return name, FamilyRef(name=name, module=cls.__module__, qualname=cls.__qualname__, origin=self.origin,
+                                   source=self.source)
+        return name, FamilyRef(name=name, module=cls.__module__, qualname=cls.__qualname__,
+                               origin=f"{cls.__module__}.{cls.__qualname__}")
 
     def records(self, what: str, options: BaseModel | None, model: type[BaseModel]) -> list[Any]:
         try:
@@ -214,7 +217,7 @@ class Adapter:
                 out.append(record if isinstance(record, model) else model.model_validate(record))
             except ValidationError as exc:
                 problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(record)'}: {e['msg']}" for e in exc.errors())
-                raise AdapterError(f"{self.origin}.{what}(options)[{index}] is not a {model.__name__}: {problems}") from None
+                raise AdapterError(f"{self.origin}.{what}(options)[{index}] is not a valid {model.__name__}: {problems}") from None
         return out
 
 

@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from mstar_ray.tasks.beam import SIZES as BEAM_SIZES
-from mstar_ray.tasks.dialogue import GRANULARITIES
+from mstar_ray.tasks.beam import Size
+from mstar_ray.tasks.dialogue import Granularity
 
 # Tasks made from files the user supplies (nothing of them is shipped): what ``data`` must point at.
 _DATA: dict[str, str] = {
@@ -45,7 +45,7 @@ class _FileOptions(TaskOptions):
 
 
 class _Granular(TaskOptions):
-    granularity: Literal[GRANULARITIES] = Field(
+    granularity: Granularity = Field(
         "session", description="one raw text per dialogue session (the paper's) or per turn; evidence names turns")
 
 
@@ -65,7 +65,7 @@ class BeamOptions(_FileOptions):
     name: Literal["beam"] = "beam"
     data: str | None = Field(None, description=f"{_DATA['beam']} (required)")
     conversation: int = Field(0, ge=0, description="which conversation (0-based)")
-    size: Literal[BEAM_SIZES] = Field("100K", description="conversation size")
+    size: Size = Field("100K", description="conversation size")
 
 
 class JsonlOptions(_FileOptions):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib import import_module
-from typing import Annotated, Any, NamedTuple, Union
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, Union
 
 from pydantic import BeforeValidator, Discriminator, Tag, TypeAdapter, ValidationError
 
@@ -57,13 +57,17 @@ def _flat_record(section: Any) -> Any:
 
 
 # The task section: one options model per task, chosen by ``name`` (synthetic when none is given), or an adapter.
-TaskConfig = Annotated[
-    Union[tuple(Annotated[entry.options, Tag(name)] for name, entry in _TASKS.items())
-          + (Annotated[AdapterTask, Tag(ADAPTER)],)],
-    Discriminator(_tag),
-    BeforeValidator(_flat_record),
-]
-_SECTION: TypeAdapter[Any] = TypeAdapter(TaskConfig)
+# (Built from _TASKS, which a type checker cannot follow: it sees what every member is.)
+if TYPE_CHECKING:
+    TaskConfig = o.TaskOptions | AdapterTask
+else:
+    TaskConfig = Annotated[
+        Union[tuple(Annotated[entry.options, Tag(name)] for name, entry in _TASKS.items())
+              + (Annotated[AdapterTask, Tag(ADAPTER)],)],
+        Discriminator(_tag),
+        BeforeValidator(_flat_record),
+    ]
+_SECTION: TypeAdapter[o.TaskOptions | AdapterTask] = TypeAdapter(TaskConfig)
 
 
 def options_model(name: str) -> type[o.TaskOptions]:
@@ -77,7 +81,8 @@ def task_options(**section: Any) -> o.TaskOptions | AdapterTask:
 
 def _loader(name: str) -> Callable[[Any], Task]:
     entry = _TASKS[name]
-    return getattr(import_module(entry.module), entry.loader)
+    loader: Callable[[Any], Task] = getattr(import_module(entry.module), entry.loader)
+    return loader
 
 
 def task_from_config(config: o.TaskOptions | AdapterTask) -> Task:
