@@ -172,7 +172,11 @@ def cmd_supervise(args: argparse.Namespace) -> int:
 
     if not 0 <= args.train_share < 1:
         raise ValueError(f"--train-share must be in [0, 1), got {args.train_share}")
-    texts, source = history(args.task, args.data, conversation=args.conversation, seed=args.seed)
+    from mstar_ray.tasks.registry import options_model
+
+    # --seed is the planner's; the task's too where the task has one (its draw of texts)
+    task_seed = {"seed": args.seed} if args.task and "seed" in options_model(args.task).model_fields else {}
+    texts, source = history(args.task, args.data, conversation=args.conversation, **task_seed)
     return run_supervise(texts, source, _llm_settings(args), args.out, bundles=args.bundles, seed=args.seed,
                          train_share=args.train_share, cache=SqliteCache(args.cache) if args.cache else None)
 
@@ -320,7 +324,7 @@ def _llm_arguments(command: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from mstar_ray.tasks.beam import SIZES as BEAM_SIZES
-    from mstar_ray.tasks.registry import TASK_NAMES, TaskConfig
+    from mstar_ray.tasks.registry import TASK_NAMES
 
     parser = argparse.ArgumentParser(prog="mstar-ray", description="Search for LLM-agent memory programs (M*).")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -340,11 +344,14 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--texts", type=int, default=None, metavar="N",
                     help="write only the N texts that best cover the questions asked (as the search chooses its "
                          "training texts); default: every text of the task")
-    ev.add_argument("--conversation", type=int, default=0, help="LoCoMo or BEAM conversation index (0-based)")
-    ev.add_argument("--data", default=None, help=TaskConfig.model_fields["data"].description)
-    ev.add_argument("--size", default="100K", choices=BEAM_SIZES, help="BEAM conversation size")
-    ev.add_argument("--seed", type=int, default=0,
-                    help="seed of the synthetic task; for healthbench and prbench, of the draw of training texts")
+    # The task options default to None, "not given": the task's own default applies, and one the task does not
+    # read is refused (mstar_ray.tasks.options).
+    ev.add_argument("--conversation", type=int, default=None, help="LoCoMo or BEAM conversation index (0-based; default 0)")
+    ev.add_argument("--data", default=None, help="the task's data: a file or folder (mstar-ray run's task.data)")
+    ev.add_argument("--size", default=None, choices=BEAM_SIZES, help="BEAM conversation size (default 100K)")
+    ev.add_argument("--seed", type=int, default=None,
+                    help="seed of the synthetic task; for healthbench and prbench, of the draw of training texts; "
+                         "for episode tasks, of the games (default 0)")
     ev.add_argument("--call-timeout", type=float, default=60.0, help="wall deadline of one write/read in seconds")
     ev.add_argument("--json", action="store_true", help="print the full report as JSON")
     ev.add_argument("--attribute", action="store_true",
@@ -384,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     sup.add_argument("--out", required=True, help="the directory the jsonl task and supervise.json go to")
     sup.add_argument("--task", choices=TASK_NAMES, default=None, help="take this task's texts (its questions are ignored)")
     sup.add_argument("--data", default=None, help="the task's data; without --task, a directory holding texts.jsonl")
-    sup.add_argument("--conversation", type=int, default=0, help="LoCoMo or BEAM conversation index (0-based)")
+    sup.add_argument("--conversation", type=int, default=None, help="LoCoMo or BEAM conversation index (0-based; default 0)")
     sup.add_argument("--bundles", type=int, default=40, help="bundles to plan a question from (at most one each)")
     sup.add_argument("--seed", type=int, default=0)
     sup.add_argument("--train-share", type=float, default=0.5,

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Tag, ValidationError
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -17,17 +17,39 @@ class ConfigError(ValueError):
     """A config file that cannot be used; the message lists every problem with its key path."""
 
 
-def _model_at(model: type[BaseModel], path: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The pydantic model that holds the key at ``path`` (to list the keys that would have been valid)."""
+def _tagged(annotation: Any, tag: Any) -> Any:
+    """The member of a tagged union (``Annotated[Model, Tag(tag)]``) that ``tag`` names, else None."""
+    for arg in getattr(annotation, "__args__", ()) or ():
+        if any(isinstance(m, Tag) and m.tag == tag for m in getattr(arg, "__metadata__", ())):
+            return arg.__origin__
+        found = _tagged(arg, tag)
+        if found is not None:
+            return found
+    return None
+
+
+def _walk(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[tuple[Any, ...], type[BaseModel] | None]:
+    """The key path as the user wrote it (pydantic's union tags left out) and the model holding its last key,
+    to list the keys that would have been valid there."""
+    path: list[Any] = []
     current: Any = model
-    for part in path[:-1]:
-        if isinstance(part, int) or not (isinstance(current, type) and issubclass(current, BaseModel)):
+    owner: Any = None
+    annotation: Any = None
+    for part in loc:
+        if isinstance(part, str) and part.startswith(("function-", "tagged-union")):
             continue
-        field = current.model_fields.get(part)
-        if field is None:
-            return None
-        current = _first_model(field.annotation)
-    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+        member = _tagged(annotation, part)
+        if member is not None:  # the tag of the union member the value was checked against
+            current, annotation = member, None
+            continue
+        path.append(part)
+        if isinstance(part, int):
+            continue
+        owner = current if isinstance(current, type) and issubclass(current, BaseModel) else None
+        field = owner.model_fields.get(part) if owner is not None else None
+        annotation = field.annotation if field is not None else None
+        current = _first_model(annotation)
+    return tuple(path), owner
 
 
 def _first_model(annotation: Any) -> Any:
@@ -40,17 +62,19 @@ def _first_model(annotation: Any) -> Any:
     return None
 
 
-def describe_errors(model: type[BaseModel], error: ValidationError, source: str) -> str:
+def describe_errors(model: type[BaseModel], error: ValidationError, source: str, prefix: str = "") -> str:
+    """Every problem of ``error`` on its own line, with its key path (after ``prefix``)."""
     lines = []
     for item in error.errors():
-        path = tuple(p for p in item["loc"] if not (isinstance(p, str) and p.startswith(("function-", "tagged-union"))))
-        where = ".".join(str(p) for p in path) or "(top level)"
+        path, owner = _walk(model, tuple(item["loc"]))
+        where = prefix + ".".join(str(p) for p in path) if path else prefix.rstrip(".") or "(top level)"
         if item["type"] == "extra_forbidden":
-            owner = _model_at(model, path)
             valid = sorted(owner.model_fields) if owner else []
             near = difflib.get_close_matches(str(path[-1]), valid, n=1, cutoff=0.5)
             hint = f"; did you mean {near[0]!r}?" if near else (f"; valid keys: {', '.join(valid)}" if valid else "")
             lines.append(f"  {where}: unknown key{hint}")
+        elif item["type"] == "union_tag_invalid":
+            lines.append(f"  {where}: unknown {item['ctx']['tag']!r}; valid: {item['ctx']['expected_tags']}")
         else:
             lines.append(f"  {where}: {item['msg']}")
     return f"{source}: invalid config\n" + "\n".join(lines)

@@ -14,6 +14,8 @@ from mstar_ray.contract import ContractError, Violation, check_source
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.sandbox_host import SandboxLimits
 from mstar_ray.serve.config import ServeConfig
+from mstar_ray.tasks.adapter import AdapterError, AdapterTask, resolve_file
+from mstar_ray.tasks.options import SyntheticOptions
 from mstar_ray.tasks.registry import TaskConfig
 
 
@@ -108,7 +110,7 @@ class RayConfig(_Section):
 
 
 class RunConfig(_Section):
-    task: TaskConfig = TaskConfig()
+    task: TaskConfig = SyntheticOptions()
     split: SplitConfig = SplitConfig()
     search: SearchConfig = SearchConfig()
     llm: LLMSettings = LLMSettings()
@@ -133,7 +135,16 @@ class RunConfig(_Section):
 
 
 def load_run_config(path: str | Path) -> RunConfig:
-    return load_yaml(RunConfig, path)
+    """The config at ``path``; a task adapter's relative file is made absolute (looked up from the config
+    file's folder, then the working directory), so that the run directory's copy names the same file."""
+    config = load_yaml(RunConfig, path)
+    if isinstance(config.task, AdapterTask):
+        try:
+            adapter = resolve_file(config.task.adapter, Path(path).resolve().parent)
+        except AdapterError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+        config = config.model_copy(update={"task": config.task.model_copy(update={"adapter": adapter})})
+    return config
 
 
 def check_served_models(config: RunConfig, config_path: str | Path) -> None:

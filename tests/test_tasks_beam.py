@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mstar_ray.tasks.registry import TaskConfig
 from mstar_ray.tasks.beam import ABILITIES, load_beam
-from mstar_ray.tasks.registry import load_task
+from mstar_ray.tasks.registry import load_task, task_options
 from tests.conftest import SEEDS
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "beam"
@@ -85,7 +84,7 @@ def test_where_the_data_is_not(tmp_path):
     with pytest.raises(ValueError, match="task beam needs data"):
         load_task("beam")
     with pytest.raises(ValueError, match="task beam needs data"):
-        TaskConfig(name="beam")
+        task_options(name="beam")
 
 
 def test_malformed_chats_are_named_by_file_batch_turn_message_and_field(data):

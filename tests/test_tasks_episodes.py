@@ -14,7 +14,7 @@ import pytest
 from mstar_ray.envs.base import EnvUnavailable, EpisodeSpec
 from mstar_ray.envs.process import shared
 from mstar_ray.envs.transcript import opening
-from mstar_ray.tasks.registry import TaskConfig, load_task
+from mstar_ray.tasks.registry import load_task, task_options
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"train_games": 8, "validation_games": 6, "test_games": 4}
@@ -102,7 +102,7 @@ def test_options_limit_steps_params_and_sizes(twc):
     with pytest.raises(ValueError, match="twc, fold train: 1200 games wanted but only 1000 exist"):
         load_task("twc", train_games=1000, validation_games=100, test_games=100)
     with pytest.raises(ValueError):
-        TaskConfig(name="twc", train_games=0)
+        task_options(name="twc", train_games=0)
 
 
 @pytest.mark.parametrize("game", ["cookingworld", "coin"])

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mstar_ray.cli import main
-from mstar_ray.tasks.registry import TaskConfig, load_task
+from mstar_ray.tasks.registry import load_task, task_options
 from mstar_ray.tasks.rubric import REFERENCE_HEADER, RUBRIC_HEADER, RubricSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,7 +119,7 @@ def test_prbench_parquet_reads_as_its_jsonl(tmp_path):
 
 def test_the_data_is_required_and_found():
     with pytest.raises(ValueError, match="healthbench needs data"):
-        TaskConfig(name="healthbench")
+        task_options(name="healthbench")
     with pytest.raises(FileNotFoundError, match="HealthBench is not shipped"):
         load_task("healthbench", data="/nowhere/hb.jsonl")
     with pytest.raises(FileNotFoundError, match="PRBench is not shipped"):

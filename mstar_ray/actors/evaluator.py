@@ -17,6 +17,7 @@ from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.run_config import RunConfig
 from mstar_ray.sandbox_host import SandboxLimits, check_layers, shared_fork_server
 from mstar_ray.search.jobs import EvalJob, EvalOutcome, static_score
+from mstar_ray.tasks.adapter import register
 from mstar_ray.tasks.model import Task
 
 
@@ -37,6 +38,8 @@ class EvaluatorActor:
         self.board = ray.get_actor(board_name) if board_name is not None else None
 
     def evaluate(self, job: EvalJob) -> EvalOutcome:
+        if job.family_ref is not None:
+            register(job.family_ref)  # a family of the user's task adapter, made here from what the job carries
         task = Task(name=job.task_name, family=job.family, texts=job.texts, items=job.items)
         self.roles.drain_calls()  # a retried job starts its own record
         reporter = ProgressReporter(self.board, job.key) if self.board is not None else None

@@ -21,7 +21,7 @@ from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.families import family
 from mstar_ray.envs.base import EnvUnavailable
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
-from mstar_ray.reflect.reflector import Child, Discard
+from mstar_ray.reflect.reflector import Child, Discard, ReflectionOutcome
 from mstar_ray.reflect.request import ReflectionRequest, sample_cases, shown_results
 from mstar_ray.results import stage_totals
 from mstar_ray.run_config import RunConfig
@@ -43,6 +43,9 @@ from mstar_ray.state.transitions import (
 )
 from mstar_ray.structure.index import StructureIndex
 from mstar_ray.tasks.model import Task
+
+# The seam with the pool: what a worker is called with, and what it returns (mstar_ray.search.work).
+SearchPool = Pool[EvalJob | ReflectionRequest, EvalOutcome | ReflectionOutcome]
 
 MAX_DONORS = 6
 # An evaluator that dies this many times on one candidate (each time after Ray's own restarts) does not get
@@ -148,7 +151,7 @@ class SearchPolicy:
 
     # -------------------------------------------------------------------------------------- what next
 
-    def drive(self, pool: Pool, between: Callable[[], None] = lambda: None) -> None:
+    def drive(self, pool: SearchPool, between: Callable[[], None] = lambda: None) -> None:
         """The search loop: hand out work to idle workers and take back what finished, until nothing is in
         flight and nothing more may start; ``between`` runs after each wait (the live line)."""
         while True:

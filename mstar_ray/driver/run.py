@@ -9,6 +9,7 @@ from mstar_ray.actors.wiring import probe_endpoints
 from mstar_ray.driver.progress import Progress
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.exit_codes import EXIT_ENDPOINT, EXIT_OK
+from mstar_ray.families import family
 from mstar_ray.llm.errors import EndpointError
 from mstar_ray.run_config import check_served_models, load_run_config, resolve_seeds
 from mstar_ray.runlog import layout
@@ -42,6 +43,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
                  for path in resolve_seeds(config, config_path)]
     check_served_models(config, config_path or run_dir)
     task = task_from_config(config.task)
+    family(task.family)  # an unknown family, or a user's named as a package's, is refused before anything starts
     progress = Progress()
     serving = _serving(config, progress) if config.serve.models else None
     try:
@@ -92,7 +94,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         "best_seed": described(result.best_seed),
         "selection": result.selection.model_dump(),
         "static_evidence_in_memory": split.static_evidence,
-        "texts": {"granularity": config.task.granularity, "total": len(task.texts), "written_in_search": len(split.train_texts)},
+        "texts": {"granularity": getattr(config.task, "granularity", "session"), "total": len(task.texts), "written_in_search": len(split.train_texts)},
         "candidates_evaluated": result.evaluated, "discarded": result.discarded, "violations": result.violations,
         "wall_seconds": round(result.wall_s, 1), "stop_reason": result.stop_reason,
         "duplicates": driver.state.duplicates, "screened_out": result.screened_out,

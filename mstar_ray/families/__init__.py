@@ -6,8 +6,10 @@ text: extract a ``KnowledgeItem``, ``kb.write``); then, for each item, the evalu
 the agent's steps, the memory (``recall(text)``: the agent builds a ``Query`` from the text and the program's
 ``read()`` answers it, as many times as the family wants) and the judge. The family returns the item's
 :class:`~mstar_ray.results.ItemResult`: a score in [0, 1], what the agent produced, and a trace for the
-reflector. A new family is a module with a class satisfying :class:`~mstar_ray.families.base.Family`, added
-to ``_FAMILIES`` below; its tasks are loaders in ``mstar_ray.tasks.registry`` that set ``Task.family``.
+reflector. A family is a class satisfying :class:`~mstar_ray.families.base.Family`, made with no arguments:
+the package's own are named in ``_FAMILIES`` below (its tasks are loaders in ``mstar_ray.tasks.registry``
+that set ``Task.family``); a user's own comes with the user's task adapter (``mstar_ray.tasks.adapter``),
+which registers it where the task is loaded, and every evaluation job carries it to its worker.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from importlib import import_module
 
 from mstar_ray.families.base import Family
+from mstar_ray.tasks import adapter
 
 # name -> (module, class): imported on first use, so a family's dependencies (an environment, say) are paid
 # for only by the runs that use it.
@@ -29,11 +32,18 @@ _made: dict[str, Family] = {}
 
 def family(name: str) -> Family:
     """The family called ``name`` (one instance per process: a family may hold an environment open)."""
-    if name not in _FAMILIES:
-        raise ValueError(f"unknown task family {name!r}; the families are {', '.join(FAMILY_NAMES)}")
+    users = adapter.registered(name)
+    if users is not None and name in _FAMILIES:
+        raise ValueError(f"{users.origin}: its family is called {name!r}, as one of the package's: give it another name")
+    if name not in _FAMILIES and users is None:
+        raise ValueError(f"unknown task family {name!r}; the families are {', '.join(FAMILY_NAMES)} (or a Family "
+                         "class of a task adapter's own)")
     if name not in _made:
-        module, cls = _FAMILIES[name]
-        _made[name] = getattr(import_module(module), cls)()
+        if users is not None:
+            _made[name] = adapter.family_class(users)()
+        else:
+            module, cls = _FAMILIES[name]
+            _made[name] = getattr(import_module(module), cls)()
     return _made[name]
 
 

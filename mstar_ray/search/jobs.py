@@ -9,6 +9,7 @@ from pydantic import BaseModel, model_validator
 
 from mstar_ray.llm.usage import CallLog
 from mstar_ray.results import EvalReport
+from mstar_ray.tasks.adapter import FamilyRef, registered
 from mstar_ray.tasks.model import Item, RawText
 
 
@@ -28,6 +29,15 @@ class EvalJob(BaseModel):
     # Answered first and followed by kb.feedback(query, score), for programs that define it; never static ids.
     feedback_ids: list[str] = []
     attribute: bool = False  # attribute each failure with evidence to storage, retrieval or answering
+    # A family of a user's task adapter: how the worker makes it. Filled in from the registry of the process
+    # that makes the job (the driver, which loaded the adapter), so that no caller has to know about it.
+    family_ref: FamilyRef | None = None
+
+    @model_validator(mode="after")
+    def _ship_users_family(self) -> EvalJob:
+        if self.family_ref is None:
+            self.family_ref = registered(self.family)
+        return self
 
     @model_validator(mode="after")
     def _feedback_never_scored(self) -> EvalJob:

@@ -4,50 +4,56 @@ pool (``mstar_ray.actors.pool``) or by a plain in-process one in tests."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Generic, Literal, Protocol, TypeVar
 
 WorkKind = Literal["evaluate", "reflect"]
 
+# What a worker is called with, and what it returns: the search's (an EvalJob or a ReflectionRequest, and an
+# EvalOutcome or a ReflectionOutcome) are named where both are known (mstar_ray.driver.policy); this layer
+# only carries them, so it is generic in them.
+Payload = TypeVar("Payload")
+Value = TypeVar("Value")
+
 
 @dataclass(eq=False)  # by identity: two submissions of equal payloads are two pieces of work
-class Work:
+class Work(Generic[Payload]):
     kind: WorkKind
-    payload: Any  # an EvalJob (evaluate) or a ReflectionRequest (reflect): what the worker is called with
-    tag: Any = None  # the policy's own record of what this work is for (a Candidate for a search evaluation)
+    payload: Payload  # what the worker's method named ``kind`` is called with
+    tag: object = None  # the policy's own record of what this work is for (a Candidate for a search evaluation)
 
 
 @dataclass(frozen=True)
-class Finished:
-    work: Work
-    value: Any  # what the worker returned
+class Finished(Generic[Payload, Value]):
+    work: Work[Payload]
+    value: Value  # what the worker returned
 
 
 @dataclass(frozen=True)
-class Crashed:
+class Crashed(Generic[Payload]):
     """The worker died under the work (after Ray's own restarts); the pool replaced it. Re-issue or give up."""
 
-    work: Work
+    work: Work[Payload]
     error: str
 
 
 @dataclass(frozen=True)
-class Raised:
+class Raised(Generic[Payload]):
     """The worker raised: ``error`` is the exception it raised (not a Ray wrapper)."""
 
-    work: Work
+    work: Work[Payload]
     error: BaseException
 
 
-Done = Finished | Crashed | Raised
+Done = Finished[Payload, Value] | Crashed[Payload] | Raised[Payload]
 
 
-class Pool(Protocol):
+class Pool(Protocol[Payload, Value]):
     """Workers the policy's work is handed to (``mstar_ray.actors.pool.WorkerPool`` on Ray)."""
 
     def idle(self, kind: WorkKind) -> int: ...
 
     def busy(self) -> bool: ...
 
-    def submit(self, work: Work) -> None: ...
+    def submit(self, work: Work[Payload]) -> None: ...
 
-    def next_finished(self, timeout_s: float) -> list[Done]: ...
+    def next_finished(self, timeout_s: float) -> list[Done[Payload, Value]]: ...

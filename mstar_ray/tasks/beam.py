@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
@@ -34,7 +34,8 @@ from mstar_ray.tasks.records import parse_record
 if TYPE_CHECKING:
     from mstar_ray.tasks.registry import TaskConfig
 
-SIZES = ("100K", "500K", "1M", "10M")
+Size = Literal["100K", "500K", "1M", "10M"]
+SIZES: tuple[str, ...] = get_args(Size)
 ABILITIES = (
     "abstention",
     "contradiction_resolution",

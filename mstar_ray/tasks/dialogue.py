@@ -10,12 +10,13 @@ questions keep citing turns and a memory's failures can still be traced to the t
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from mstar_ray.tasks.model import EvidenceUnit, RawText
 
 Granularity = Literal["session", "turn"]
-GRANULARITIES: tuple[str, ...] = ("session", "turn")
+Granularity = Literal["session", "turn"]
+GRANULARITIES: tuple[str, ...] = get_args(Granularity)
 
 
 def granularity_suffix(granularity: Granularity) -> str:

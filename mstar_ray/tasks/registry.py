@@ -1,100 +1,105 @@
 """One entry point that turns a task's options (the ``task`` section of a run config, or ``eval``'s flags)
-into a :class:`Task`: every task name, its loader, and the options they read.
+into a :class:`Task`: every task name, its options model (``mstar_ray.tasks.options``) and its loader.
 
 A task is data for one family (``mstar_ray.families``): a loader reads the user's files (or generates a world)
 and returns the texts to write and the items to run, with ``Task.family`` naming how they are run and scored.
-Adding a task is adding a loader to ``_LOADERS``; nothing else in the system names tasks.
+Adding a task is a loader and its options model, and one line in ``_TASKS``; nothing else in the system names
+tasks. A task of the user's own, from outside the package, is ``task: {adapter: ...}`` (``tasks.adapter``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from importlib import import_module
-from typing import Literal
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, Discriminator, Tag, TypeAdapter, ValidationError
 
-from mstar_ray.tasks.beam import SIZES as BEAM_SIZES
-from mstar_ray.tasks.dialogue import GRANULARITIES
+from mstar_ray.config_file import describe_errors
+from mstar_ray.tasks import options as o
+from mstar_ray.tasks.adapter import AdapterTask, adapter_task
 from mstar_ray.tasks.model import Task
 
-# name -> (module, loader): imported on first use, so that picking one task never pays for (or breaks on) the
-# others' modules; each loader takes the TaskConfig.
-_LOADERS: dict[str, tuple[str, str]] = {
-    "locomo": ("mstar_ray.tasks.locomo", "from_config"),
-    "synthetic": ("mstar_ray.tasks.synthetic", "from_config"),
-    "beam": ("mstar_ray.tasks.beam", "from_config"),
-    "jsonl": ("mstar_ray.tasks.jsonl", "from_config"),
-    "healthbench": ("mstar_ray.tasks.healthbench", "from_config"),
-    "prbench": ("mstar_ray.tasks.prbench", "from_config"),
-    "twc": ("mstar_ray.tasks.textworld", "twc"),
-    "cookingworld": ("mstar_ray.tasks.textworld", "cookingworld"),
-    "coin": ("mstar_ray.tasks.textworld", "coin"),
-    "alfworld": ("mstar_ray.tasks.alfworld", "from_config"),
+
+class _Entry(NamedTuple):
+    options: type[o.TaskOptions]
+    module: str  # imported on first use, so that picking one task never pays for (or breaks on) the others'
+    loader: str  # a function of the module, taking the task's options
+
+
+_TASKS: dict[str, _Entry] = {
+    "locomo": _Entry(o.LocomoOptions, "mstar_ray.tasks.locomo", "from_config"),
+    "synthetic": _Entry(o.SyntheticOptions, "mstar_ray.tasks.synthetic", "from_config"),
+    "beam": _Entry(o.BeamOptions, "mstar_ray.tasks.beam", "from_config"),
+    "jsonl": _Entry(o.JsonlOptions, "mstar_ray.tasks.jsonl", "from_config"),
+    "healthbench": _Entry(o.HealthbenchOptions, "mstar_ray.tasks.healthbench", "from_config"),
+    "prbench": _Entry(o.PrbenchOptions, "mstar_ray.tasks.prbench", "from_config"),
+    "twc": _Entry(o.TwcOptions, "mstar_ray.tasks.textworld", "twc"),
+    "cookingworld": _Entry(o.CookingworldOptions, "mstar_ray.tasks.textworld", "cookingworld"),
+    "coin": _Entry(o.CoinOptions, "mstar_ray.tasks.textworld", "coin"),
+    "alfworld": _Entry(o.AlfworldOptions, "mstar_ray.tasks.alfworld", "from_config"),
 }
-TASK_NAMES: tuple[str, ...] = tuple(_LOADERS)
-# Tasks made from files the user supplies (nothing of them is shipped): what ``data`` must point at.
-_DATA: dict[str, str] = {
-    "beam": "the directory holding BEAM's chats (BEAM is not shipped)",
-    "jsonl": "the directory holding your texts.jsonl and questions.jsonl",
-    "healthbench": "HealthBench's JSONL file (HealthBench is not shipped)",
-    "prbench": "a PRBench file, Parquet or JSONL (PRBench is not shipped)",
-}
+TASK_NAMES: tuple[str, ...] = tuple(_TASKS)
+ADAPTER = "adapter"  # the tag of a task section naming a user's adapter instead of a task
 
 
-class TaskConfig(BaseModel):
-    """The task's options. One flat shape for every task: an option a task does not read is ignored, so one
-    config drives any task (``mstar-ray transfer`` swaps only the name and the data)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: Literal[TASK_NAMES] = "synthetic"
-    seed: int = Field(0, description="synthetic: which generated world; healthbench, prbench: which items are "
-                      "training texts; episode tasks: which games")
-    conversation: int = Field(0, ge=0, description="locomo, beam: which conversation (0-based)")
-    data: str | None = Field(None, description="locomo: path to locomo10.json (else $MSTAR_LOCOMO_PATH); "
-                             "alfworld: its data folder (else $ALFWORLD_DATA); "
-                             + "; ".join(f"{name}: {what} (required)" for name, what in _DATA.items()))
-    size: Literal[BEAM_SIZES] = Field("100K", description="beam: conversation size")
-    limit: int | None = Field(None, gt=0, description="at most this many items, spread over categories")
-    categories: tuple[int, ...] | None = Field(None, description="locomo: its numeric categories (default 1-4)")
-    train_share: float = Field(0.5, gt=0, lt=1, description="healthbench, prbench: share of the items that may train "
-                               "(with a reference response) written into memory, per category; the others are evaluated")
-    only_categories: tuple[str, ...] | None = Field(
-        None, description="healthbench, prbench: only these categories (HealthBench themes without 'theme:', "
-        "PRBench fields: legal, finance)")
-    granularity: Literal[GRANULARITIES] = Field(
-        "session", description="one raw text per dialogue session (the paper's) or per turn; evidence names turns")
-    # Episode tasks (twc, cookingworld, coin, alfworld); sized so that a search runs in minutes on 2 cores.
-    train_games: int = Field(30, gt=0, description="episode tasks: expert transcripts written (train-fold games)")
-    validation_games: int = Field(20, gt=0, description="episode tasks: seen games the search plays")
-    test_games: int = Field(20, ge=0, description="episode tasks: held-out test games, as many seen as unseen")
-    game_params: str | None = Field(None, description="twc, cookingworld, coin: TextWorldExpress gameParams "
-                                    "(default: the game's small world, mstar_ray/tasks/textworld.py)")
-    step_limit: int | None = Field(None, gt=0, description="episode tasks: actions before an episode fails "
-                                   "(default: the game's)")
-    step_timeout_s: float = Field(30.0, gt=0, description="episode tasks: an environment call slower than this is a "
-                                  "hang: its process is killed and the episode fails")
-
-    @model_validator(mode="after")
-    def _data_given(self) -> TaskConfig:
-        if self.name in _DATA and not self.data:
-            raise ValueError(f"task {self.name} needs data: {_DATA[self.name]}")
-        return self
+def _tag(section: Any) -> str:
+    if isinstance(section, dict):
+        return ADAPTER if "adapter" in section else str(section.get("name", "synthetic"))
+    return ADAPTER if isinstance(section, AdapterTask) else section.name
 
 
-def _loader(name: str) -> Callable[[TaskConfig], Task]:
-    module, function = _LOADERS[name]
-    return getattr(import_module(module), function)
+def _flat_record(section: Any) -> Any:
+    """A run directory's config.yaml from before each task had its options model: keep what its task reads."""
+    if isinstance(section, dict) and set(section) == o.FLAT_KEYS and section.get("name") in _TASKS:
+        return {k: v for k, v in section.items() if k in _TASKS[section["name"]].options.model_fields}
+    return section
 
 
-def task_from_config(config: TaskConfig) -> Task:
+# The task section: one options model per task, chosen by ``name`` (synthetic when none is given), or an adapter.
+# (Built from _TASKS, which a type checker cannot follow: it sees what every member is.)
+if TYPE_CHECKING:
+    TaskConfig = o.TaskOptions | AdapterTask
+else:
+    TaskConfig = Annotated[
+        Union[tuple(Annotated[entry.options, Tag(name)] for name, entry in _TASKS.items())
+              + (Annotated[AdapterTask, Tag(ADAPTER)],)],
+        Discriminator(_tag),
+        BeforeValidator(_flat_record),
+    ]
+_SECTION: TypeAdapter[o.TaskOptions | AdapterTask] = TypeAdapter(TaskConfig)
+
+
+def options_model(name: str) -> type[o.TaskOptions]:
+    return _TASKS[name].options
+
+
+def task_options(**section: Any) -> o.TaskOptions | AdapterTask:
+    """The task section ``section`` validated (pydantic's ``ValidationError`` when it is not valid)."""
+    return _SECTION.validate_python(section)
+
+
+def _loader(name: str) -> Callable[[Any], Task]:
+    entry = _TASKS[name]
+    loader: Callable[[Any], Task] = getattr(import_module(entry.module), entry.loader)
+    return loader
+
+
+def task_from_config(config: o.TaskOptions | AdapterTask) -> Task:
+    if isinstance(config, AdapterTask):
+        return adapter_task(config)
     return _loader(config.name)(config)
 
 
-def load_task(name: str, **options) -> Task:
-    """The named task with ``options`` (``TaskConfig``'s fields); an unknown name lists the valid ones."""
+def load_task(name: str, **options: Any) -> Task:
+    """The named task with ``options`` (its options model's fields; one given as None counts as not given);
+    an unknown name lists the valid ones."""
     key = name.strip().lower()
-    if key not in _LOADERS:
+    if key not in _TASKS:
         raise ValueError(f"unknown task {name!r}; valid task names: {', '.join(TASK_NAMES)}")
-    return task_from_config(TaskConfig(name=key, **options))
+    given = {k: v for k, v in options.items() if v is not None}
+    try:
+        config = options_model(key).model_validate({"name": key, **given})
+    except ValidationError as exc:
+        raise ValueError(describe_errors(options_model(key), exc, f"task {key}")) from None
+    return task_from_config(config)
