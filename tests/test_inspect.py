@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -29,7 +30,27 @@ def finished_run(tmp_path_factory) -> Path:
     done = subprocess.run([sys.executable, "-m", "mstar_ray.cli", "run", str(path), "--run-dir", str(run_dir)],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+    (tmp / "stdout.txt").write_text(done.stdout)
     return run_dir
+
+
+def test_a_run_ends_with_a_short_summary_on_stdout(finished_run):
+    """What a user asks at the end: which program and why, against the best seed, what it cost, where it is."""
+    printed = (finished_run.parent / "stdout.txt").read_text()
+    summary = json.loads((finished_run / "summary.json").read_text())
+    best = summary["best"]
+    assert printed.startswith(f"returned  {best['id']} ")
+    assert f"chosen by {summary['selection']['rule']}: " in printed
+    row = next(line for line in printed.splitlines() if line.startswith("  returned "))
+    low, high = best["static_interval"]
+    assert f"{best['static_score']:.3f} [{low:.3f}, {high:.3f}]" in row
+    test_low, test_high = best["test_interval"]
+    assert test_low <= best["test_score"] <= test_high and f"{best['test_score']:.3f} [{test_low:.3f}" in row
+    assert f"{summary['candidates_evaluated']} candidates evaluated" in printed and "violations" in printed
+    assert f"cost      ${summary['cost_usd']:.4f}" in printed and f"wall time {summary['wall_seconds']:.1f} s" in printed
+    for line in (f"program   {finished_run / 'best.py'}", f"summary   {finished_run / 'summary.json'}",
+                 f"report    mstar-ray report {finished_run}"):
+        assert line in printed
 
 
 def test_status_of_a_finished_run(finished_run, capsys):

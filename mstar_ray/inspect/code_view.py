@@ -11,8 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 # A report of a long run stays readable and small: the returned program's ancestry always, then the best of
-# the rest, up to this many diffs.
+# the rest (with their ancestors, so the tree stays connected), up to this many diffs and tree entries.
 MAX_DIFFS = 200
+MAX_TREE = 400
 
 
 @dataclass(frozen=True)
@@ -44,28 +45,58 @@ def ancestry(node_id: str, nodes: dict[str, Node]) -> list[str]:
     return chain
 
 
+def _kept(nodes: dict[str, Node], returned: str) -> set[str]:
+    """The tree's entries: every node when few, else the returned line, then the best others with their
+    ancestors, until ``MAX_TREE``."""
+    if len(nodes) <= MAX_TREE:
+        return set(nodes)
+    kept = set(ancestry(returned, nodes))
+    for node in sorted(nodes.values(), key=lambda n: -(n.score or 0.0)):
+        line = ancestry(node.id, nodes)
+        if len(kept | set(line)) > MAX_TREE:
+            break
+        kept.update(line)
+    return kept
+
+
 def lineage_tree(nodes: dict[str, Node], returned: str) -> str:
-    """Nested lists from each seed down; the returned program's branch is unfolded, the others folded."""
+    """Nested lists from each seed down, a branch per program with more than one child (an only child stands
+    under its parent, marked); the returned program's branches are unfolded, the others folded."""
+    kept = _kept(nodes, returned)
     children: dict[str | None, list[Node]] = {}
     for node in nodes.values():
-        parent = node.parent if node.parent in nodes else None
-        children.setdefault(parent, []).append(node)
+        if node.id in kept:
+            children.setdefault(node.parent if node.parent in kept else None, []).append(node)
+    for siblings in children.values():
+        siblings.sort(key=lambda n: -(n.score or 0.0))
     on_path = set(ancestry(returned, nodes))
-
-    def branch(parent: str | None) -> str:
-        items = []
-        for node in sorted(children.get(parent, []), key=lambda n: -(n.score or 0.0)):
-            below = children.get(node.id)
-            if not below:
-                items.append(f"<li>{_label(node, returned)}</li>")
-                continue
+    parts: list[str] = ["<ul class='tree'>"]
+    # (node, whether it is its parent's only child); a string: the closing tags of a branch
+    stack: list[tuple[Node, bool] | str] = [(n, False) for n in reversed(children.get(None, []))]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            parts.append(item)
+            continue
+        node, only = item
+        label = ("&#8627; " if only else "") + _label(node, returned)
+        below = children.pop(node.id, [])
+        if len(below) == 1:  # a line of only children stays flat, one under the other: depth is branching only
+            parts.append(f"<li>{label}</li>")
+            stack.append((below[0], True))
+        elif not below:
+            parts.append(f"<li>{label}</li>")
+        else:
             opened = " open" if node.id in on_path else ""
-            items.append(f"<li><details{opened}><summary>{_label(node, returned)} · {len(below)} "
-                         f"{'child' if len(below) == 1 else 'children'}</summary>{branch(node.id)}</details></li>")
-        return "<ul class='tree'>" + "".join(items) + "</ul>"
-
-    return ("<p>each program under its parent, children by static score; the returned program's line of descent "
-            "is unfolded</p>" + branch(None))
+            parts.append(f"<li><details{opened}><summary>{label} · {len(below)} children</summary><ul class='tree'>")
+            stack.append("</ul></details></li>")
+            stack.extend((n, False) for n in reversed(below))
+    parts.append("</ul>")
+    omitted = len(nodes) - len(kept)
+    note = (f"<p>{omitted} more programs not shown (the returned line and the best {len(kept)} with their "
+            "ancestors are)</p>" if omitted else "")
+    return ("<p>each program under its parent, children by static score (&#8627;: the only child of the line above); "
+            "the returned program's line of descent is unfolded</p>" + "".join(parts) + note)
 
 
 def diff_html(before: str, after: str, before_name: str, after_name: str) -> str:
@@ -78,7 +109,7 @@ def diff_html(before: str, after: str, before_name: str, after_name: str) -> str
         lines.append(f"<span class='{kind}'>{html.escape(line)}</span>")
     if not lines:
         return "<p>(no textual change)</p>"
-    return "<pre class='diff'>" + "\n".join(lines) + "</pre>"
+    return "<pre class='diff'>" + "".join(lines) + "</pre>"  # each line a block: no newline between them
 
 
 def diffs_section(nodes: dict[str, Node], returned: str, source: Callable[[str], str | None]) -> str:
