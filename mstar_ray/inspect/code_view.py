@@ -126,12 +126,13 @@ def diffs_section(nodes: dict[str, Node], returned: str, source: Callable[[str],
             body = "<p>(a source is missing from the run directory)</p>"
         else:
             body = diff_html(before, after, f"{node.parent}.py", f"{node.id}.py")
-        opened = " open" if node.id in path else ""
+        # the returned line unfolded; when a seed was returned, the best child, so one diff is always in view
+        opened = " open" if node.id in path or (not path and node is shown[0]) else ""
         score = "-" if node.score is None else f"{node.score:.3f}"
         parts.append(
             f"<details id='c-{node.id}' class='change'{opened}><summary><code>{node.id}</code> {score} from "
             f"<code>{html.escape(node.parent or '')}</code>{' · on the returned line' if node.id in path else ''}"
-            f"</summary><div class='change-body'><div class='msg'><b>commit message</b><br>"
+            f" <span class='msg'>{html.escape(node.commit_message[:100])}</span></summary><div class='change-body'><div class='msg'><b>commit message</b><br>"
             f"{html.escape(node.commit_message)}</div>{body}</div></details>")
     note = (f"<p>{omitted} more changes not shown (the best {MAX_DIFFS} and the returned line are); the run "
             "directory's programs/ holds every source</p>" if omitted else "")
