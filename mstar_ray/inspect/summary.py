@@ -40,9 +40,9 @@ def _member_line(label: str, member: dict) -> str:
 def run_summary_text(run_dir: Path, summary: dict | None = None) -> str:
     s = summary if summary is not None else summary_of(run_dir)
     best, seed, selection = s["best"], s["best_seed"], s["selection"]
-    origin = "a seed" if best["origin"] == "seed" else best["origin"]
+    message = printable(best.get("commit_message"))
     lines = [
-        f"returned  {best['id']} ({origin}: {printable(best.get('commit_message'))})",
+        f"returned  {best['id']} ({message if best['origin'] == 'seed' else best['origin'] + ': ' + message})",
         f"chosen by {selection['rule']}: {printable(selection['how'])}",
         "",
         f"  {'':<11}{'program':<18}{'static [95% interval]':<24}test [95% interval]   ({s['metric']})",
