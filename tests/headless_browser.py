@@ -4,6 +4,7 @@ page, collect every console error, uncaught exception and network request, and e
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -121,3 +122,16 @@ class Browser:
                 self.process.kill()
                 self.process.wait()
             shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def open_browser() -> Browser:
+    """A started Chromium; skipped when it is not installed, except under CI=true, where that fails."""
+    import pytest
+
+    binary = chromium()
+    if binary is None:
+        reason = "chromium not installed (apt-get install -y chromium; .ci/run installs it)"
+        if os.environ.get("CI", "").strip().lower() == "true":
+            pytest.fail(reason + " (CI=true: the browser tests must not be skipped)", pytrace=False)
+        pytest.skip(reason)
+    return Browser(binary)

@@ -117,9 +117,9 @@ def test_the_site_builds_strictly_with_the_generated_pages(site):
 
 
 def test_the_site_fetches_nothing_from_the_network_in_a_real_browser(site):
-    from tests.test_inspect import _browser
+    from tests.headless_browser import open_browser
 
-    browser = _browser()
+    browser = open_browser()
     try:
         visits = [browser.visit(site / page, {"title": "document.title",
                                                "tables": "document.querySelectorAll('table').length"})

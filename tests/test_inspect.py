@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -128,15 +127,9 @@ def test_status_of_something_that_is_not_a_run(tmp_path, capsys):
 
 
 def _browser():
-    from tests.headless_browser import Browser, chromium
+    from tests.headless_browser import open_browser
 
-    binary = chromium()
-    if binary is None:
-        reason = "chromium not installed (apt-get install -y chromium; .ci/run installs it)"
-        if os.environ.get("CI", "").strip().lower() == "true":
-            pytest.fail(reason + " (CI=true: the browser test must not be skipped)", pytrace=False)
-        pytest.skip(reason)
-    return Browser(binary)
+    return open_browser()
 
 
 RENDERED = {
