@@ -40,6 +40,13 @@ def _first_model(annotation: Any) -> Any:
     return None
 
 
+def _described(model: type[BaseModel], path: tuple[Any, ...]) -> str:
+    """What the key is for, as the configuration reference says it (the field's description), if it has one."""
+    owner = _model_at(model, path) if path and isinstance(path[-1], str) else None
+    field = owner.model_fields.get(path[-1]) if owner else None
+    return f" (the key: {field.description})" if field is not None and field.description else ""
+
+
 def describe_errors(model: type[BaseModel], error: ValidationError, source: str) -> str:
     lines = []
     for item in error.errors():
@@ -52,7 +59,7 @@ def describe_errors(model: type[BaseModel], error: ValidationError, source: str)
             hint = f"; did you mean {near[0]!r}?" if near else (f"; valid keys: {', '.join(valid)}" if valid else "")
             lines.append(f"  {where}: unknown key{hint}")
         else:
-            lines.append(f"  {where}: {item['msg']}")
+            lines.append(f"  {where}: {item['msg']}{_described(model, path)}")
     return f"{source}: invalid config\n" + "\n".join(lines)
 
 

@@ -141,8 +141,8 @@ def config_page() -> str:
     lines = ["# Configuration reference", "",
              "Generated at build time from the pydantic models that read a run config "
              "(`mstar_ray.run_config.RunConfig`): the keys, types, defaults and descriptions below are the ones "
-             "`mstar-ray run` checks, and the descriptions are the ones its errors quote. An unknown key is refused "
-             "with the nearest valid one, naming its path; a bad value names its key (exit 2).", "",
+             "`mstar-ray run` checks, and a bad value's error quotes the key's description from this page. An unknown "
+             "key is refused with the nearest valid one, naming its path (exit 2).", "",
              "`[i]` stands for an entry of a list, `NAME` for a key of a map.", ""]
     for section, field in RunConfig.model_fields.items():
         lines += [f"## `{section}`", ""]

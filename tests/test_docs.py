@@ -130,3 +130,17 @@ def test_the_site_fetches_nothing_from_the_network_in_a_real_browser(site):
         assert visit.errors == []
         assert all(url.startswith(("file:", "data:", "blob:")) for url in visit.requests), visit.requests
     assert "mstar-ray" in visits[0].values["title"] and visits[1].values["tables"] >= 7
+
+
+def test_a_config_error_quotes_the_description_the_reference_shows(tmp_path):
+    from mstar_ray.config_file import ConfigError
+    from mstar_ray.run_config import load_run_config
+
+    path = tmp_path / "bad.yaml"
+    path.write_text("search:\n  tau: -1\n")
+    with pytest.raises(ConfigError) as raised:
+        load_run_config(path)
+    description = RunConfig.model_fields["search"].annotation.model_fields["tau"].description
+    assert f"search.tau: Input should be greater than 0 (the key: {description})" in str(raised.value)
+    row = next(line for line in docs_pages.config_page().splitlines() if line.startswith("| `search.tau` |"))
+    assert description in row
