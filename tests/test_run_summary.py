@@ -45,3 +45,19 @@ def test_a_commit_message_cannot_forge_lines_or_move_the_cursor():
 def test_a_run_without_a_test_says_so():
     text = run_summary_text(Path("runs/r1"), _summary(test_score=None, test_interval=None, test_categories=None))
     assert "no test:" in text
+
+
+def test_transfer_prints_its_table_and_where_it_went_or_the_json(tmp_path):
+    from mstar_ray.inspect.summary import transfer_text
+    from mstar_ray.runlog.transfer import TransferMatrix, TransferProgram, TransferTask
+
+    matrix = TransferMatrix(
+        tasks=[TransferTask(name="synthetic/seed-1", family="qa", metric="token F1", source="r1", items=12)],
+        programs=[TransferProgram(label="best of r1", id="b" * 16, native=0),
+                  TransferProgram(label="seed vector_search", id="a" * 16, seed=True)],
+        scores=[[0.5], [0.25]])
+    (tmp_path / "transfer.json").write_text(matrix.model_dump_json(indent=1))
+    text = transfer_text(tmp_path, ["runs/r1"])
+    assert "synthetic/seed-1" in text and "0.500*" in text and "0.250" in text
+    assert f"matrix    {tmp_path / 'transfer.json'} (--json prints it), and runs/r1/transfer.json" in text
+    assert TransferMatrix.model_validate_json(transfer_text(tmp_path, ["runs/r1"], as_json=True)) == matrix
