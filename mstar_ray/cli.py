@@ -6,6 +6,7 @@ Exit codes: ``mstar_ray.exit_codes``.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -143,13 +144,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     from mstar_ray.driver.run import run_search
 
     if args.resume:
-        return run_search(args.config, run_dir=args.resume, address=args.address, resume=True)
-    if args.config is None:
-        raise ValueError("give a config file (or --resume RUN_DIR)")
-    run_dir = args.run_dir or f"runs/{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if (Path(run_dir) / "config.yaml").exists():
-        raise ValueError(f"{run_dir} already holds a run: resume it with --resume {run_dir}, or choose another --run-dir")
-    return run_search(args.config, run_dir=run_dir, address=args.address)
+        run_dir = args.resume
+        code = run_search(args.config, run_dir=run_dir, address=args.address, resume=True)
+    else:
+        if args.config is None:
+            raise ValueError("give a config file (or --resume RUN_DIR)")
+        run_dir = args.run_dir or f"runs/{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+        if (Path(run_dir) / "config.yaml").exists():
+            raise ValueError(f"{run_dir} already holds a run: resume it with --resume {run_dir}, or choose another --run-dir")
+        code = run_search(args.config, run_dir=run_dir, address=args.address)
+    if code == EXIT_OK:
+        from mstar_ray.inspect.summary import run_summary_text, summary_of
+
+        summary = summary_of(Path(run_dir))
+        print(json.dumps(summary, indent=1) if args.json else run_summary_text(Path(run_dir), summary))
+    return code
 
 
 def cmd_transfer(args: argparse.Namespace) -> int:
@@ -160,10 +169,14 @@ def cmd_transfer(args: argparse.Namespace) -> int:
 
     out = args.out or f"runs/transfer-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
-        return run_transfer(args.run_dirs, args.tasks, out, args.address)
+        code = run_transfer(args.run_dirs, args.tasks, out, args.address)
     except FatalRunError as exc:
         print(printable(f"error: {exc}"), file=sys.stderr)
         return EXIT_ENDPOINT
+    from mstar_ray.inspect.summary import transfer_text
+
+    print(transfer_text(Path(out), args.run_dirs, as_json=args.json))
+    return code
 
 
 def cmd_supervise(args: argparse.Namespace) -> int:
@@ -374,6 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--run-dir", default=None, help="where the run's files go (default runs/CONFIG-TIMESTAMP)")
     run.add_argument("--resume", metavar="RUN_DIR", default=None,
                      help="continue an interrupted run: re-issue what was in flight, never redo finished work")
+    run.add_argument("--json", action="store_true", help="print the run's summary.json instead of the short summary")
     run.set_defaults(handler=cmd_run)
 
     transfer = commands.add_parser(
@@ -384,6 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     transfer.add_argument("--out", default=None, help="where transfer.json and the evaluations' cache go "
                           "(default runs/transfer-TIMESTAMP); transfer.json is also written to every RUN_DIR")
     transfer.add_argument("--address", default=None, help="auto, or ray://HOST:PORT; default: a local Ray")
+    transfer.add_argument("--json", action="store_true", help="print transfer.json instead of the table")
     transfer.set_defaults(handler=cmd_transfer)
 
     sup = commands.add_parser("supervise", help="questions with verified evidence from a history's texts alone "

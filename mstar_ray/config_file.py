@@ -62,6 +62,12 @@ def _first_model(annotation: Any) -> Any:
     return None
 
 
+def _described(owner: type[BaseModel] | None, path: tuple[Any, ...]) -> str:
+    """What the key is for, as the configuration reference says it (the field's description), if it has one."""
+    field = owner.model_fields.get(path[-1]) if owner is not None and path and isinstance(path[-1], str) else None
+    return f" (the key: {field.description})" if field is not None and field.description else ""
+
+
 def describe_errors(model: type[BaseModel], error: ValidationError, source: str, prefix: str = "") -> str:
     """Every problem of ``error`` on its own line, with its key path (after ``prefix``)."""
     lines = []
@@ -76,7 +82,7 @@ def describe_errors(model: type[BaseModel], error: ValidationError, source: str,
         elif item["type"] == "union_tag_invalid":
             lines.append(f"  {where}: unknown {item['ctx']['tag']!r}; valid: {item['ctx']['expected_tags']}")
         else:
-            lines.append(f"  {where}: {item['msg']}")
+            lines.append(f"  {where}: {item['msg']}{_described(owner, path)}")
     return f"{source}: invalid config\n" + "\n".join(lines)
 
 

@@ -1,4 +1,4 @@
-"""The memory-program contract (SPEC section 2), checked statically from the source text.
+"""The memory-program contract (docs/design.md section 2), checked statically from the source text.
 
 Candidate programs are written by an LLM and treated as hostile, so nothing here imports or executes
 them: every fact (classes, fields, constants, signatures, imports) is read from the syntax tree. The

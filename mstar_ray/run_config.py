@@ -65,17 +65,18 @@ class SearchConfig(_Section):
     max_candidates: int | None = Field(20, gt=0, description="children to evaluate (seeds, discards and "
                                        "duplicates not counted); without max_iterations, at most 5 reflections each")
     max_iterations: int | None = Field(None, gt=0, description="reflections to start")
-    max_wall_s: float | None = Field(None, gt=0)
+    max_wall_s: float | None = Field(None, gt=0, description="seconds of wall time after which no new work starts")
     parent_selection: Literal["softmax", "greedy", "chain", "pareto"] = Field(
         "softmax", description="softmax over static scores (tau); greedy; chain; pareto: among the members no other "
         "beats on every objective (search.pareto), weighted by how many objectives each is best on")
-    pareto: ParetoConfig = ParetoConfig()
-    tau: float = Field(0.15, gt=0)
-    frozen_code: bool = False
-    frozen_instructions: bool = False
+    pareto: ParetoConfig = Field(ParetoConfig(), description="the objectives of parent_selection: pareto")
+    tau: float = Field(0.15, gt=0, description="temperature of the softmax over static scores (lower: greedier)")
+    frozen_code: bool = Field(False, description="ablation: the reflector may change only the instructions")
+    frozen_instructions: bool = Field(False, description="ablation: the reflector may change only the code")
     reflections_in_flight: int = Field(1, gt=0, description="R")
     evaluations_in_flight: int = Field(2, gt=0, description="E")
-    max_repairs: int = Field(3, ge=0)
+    max_repairs: int = Field(3, ge=0, description="repair rounds for a child that fails its checks or smoke test, "
+                             "then it is discarded")
     runtime_fix: bool = Field(True, description="send a child that broke the contract at run time back for a fix")
     reflector: Literal["offline", "llm"] = Field("offline", description="llm: the llm.reflector endpoint")
     judge_on: Literal["test", "all"] = Field("test", description="where the llm.judge adds its verdict to question "

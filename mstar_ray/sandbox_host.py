@@ -64,11 +64,11 @@ class SandboxLimits(BaseModel):
                                   "answered but not stored")
     toolkit_requests_per_call: int = Field(512, ge=1, description="toolkit requests (embed and LLM) one write/read "
                                            "may send, whatever each holds: an empty request costs a round trip too")
-    read_max_chars: int = Field(3000, gt=0)
+    read_max_chars: int = Field(3000, gt=0, description="longest context a read() may return (the contract)")
     memory_mb: int = Field(2048, ge=256, description="address-space limit of the sandbox process")
     cpu_seconds: int = Field(600, gt=0, description="CPU-time limit of the whole sandbox process")
-    file_size_mb: int = Field(64, gt=0)
-    max_open_files: int = Field(256, ge=32)
+    file_size_mb: int = Field(64, gt=0, description="largest file the program may write (RLIMIT_FSIZE)")
+    max_open_files: int = Field(256, ge=32, description="open file descriptors (RLIMIT_NOFILE)")
     max_tasks: int = Field(512, ge=32, description="threads and processes the sandbox may hold at once (RLIMIT_NPROC "
                            "in its own user namespace); reaching it is a violation")
     disk_mb: int = Field(256, ge=1, description="size of the candidate's folder (its own tmpfs)")

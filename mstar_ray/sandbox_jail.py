@@ -62,7 +62,7 @@ class SandboxUnavailable(RuntimeError):
 
     def __init__(self, missing: dict[str, str]):
         self.missing = dict(missing)
-        lines = [f"- {layer}: {reason}\n  fix: {FIXES.get(layer, 'see README, The sandbox')}"
+        lines = [f"- {layer}: {reason}\n  fix: {FIXES.get(layer, 'see docs/sandbox.md')}"
                  for layer, reason in sorted(missing.items())]
         super().__init__(
             "the sandbox cannot give every layer this run requires:\n" + "\n".join(lines)

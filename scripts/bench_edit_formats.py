@@ -73,7 +73,7 @@ def requests(count: int) -> list[ReflectionRequest]:
     """Distinct parents (the seeds, then offline mutations of them), each evaluated with the offline task
     agent for its failure cases: a small context leaves only the program in the prompt, so the parents
     must differ for the replies to differ (and for the cache not to answer them all alike)."""
-    task = load_task("synthetic", seed=0, granularity="turn")  # the workload the README figures were measured on
+    task = load_task("synthetic", seed=0, granularity="turn")  # the workload the figures in docs/ were measured on
     made = []
     for i, source in enumerate(seeds_and_mutants(count)):
         report = evaluate(source, task, OfflineBackend(), HashingEmbedder(), items=task.items[:12])

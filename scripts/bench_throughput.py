@@ -128,7 +128,7 @@ def main() -> None:
     parser.add_argument("--workload", choices=["uniform", "mixed"], default="uniform")
     parser.add_argument("--evaluators", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
     args = parser.parse_args()
-    full = load_task("synthetic", seed=0, granularity="turn")  # the workload the README figures were measured on
+    full = load_task("synthetic", seed=0, granularity="turn")  # the workload the figures in docs/ were measured on
     task = Task(name="bench", texts=full.texts[: args.texts], items=full.items[: args.questions])
     sources = candidates(args.candidates, args.workload)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})

@@ -1,5 +1,5 @@
 """Every cluster config in the repository is valid for `ray up` (Ray's own autoscaler schema), and places
-evaluators, the driver and the data the way the README says."""
+evaluators, the driver and the data the way docs/howto/cluster.md says."""
 
 from __future__ import annotations
 

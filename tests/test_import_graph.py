@@ -1,6 +1,6 @@
 """The dependency order holds: no import cycle between the subpackages (and top-level modules) of
-``mstar_ray``, ``sandbox`` imports nothing of ``mstar_ray``, and the README's map of the packages (its
-"Layout" block, one level of the order per ``->``) names every one of them and puts none above what it imports. Read from the source with ``ast`` (nothing is
+``mstar_ray``, ``sandbox`` imports nothing of ``mstar_ray``, and the architecture page's map of the packages
+(docs/architecture.md, its "Layout" block, one level of the order per ``->``) names every one of them and puts none above what it imports. Read from the source with ``ast`` (nothing is
 imported or run), counting every import, also those inside functions and behind ``TYPE_CHECKING``."""
 
 from __future__ import annotations
@@ -124,9 +124,9 @@ def test_sandbox_imports_nothing_of_mstar_ray() -> None:
 
 
 def readme_levels() -> dict[str, int]:
-    """Each mstar_ray unit the README's Layout block names, with its level (0 at the top, one per ``->``):
+    """Each mstar_ray unit the architecture page's Layout block names, with its level (0 at the top, one per ``->``):
     the names outside parentheses, and those of a ``(+ ...)`` aside."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     block = text.split("## Layout", 1)[1].split("```", 2)[1]
     body = block.split("mstar_ray/", 1)[1].split("\nsandbox/", 1)[0]
     levels: dict[str, int] = {}
@@ -149,7 +149,7 @@ def test_the_readme_map_names_every_unit_and_its_order_holds() -> None:
     graph = unit_graph()
     units = {u.removeprefix("mstar_ray.") for u in set(graph) | {t for ts in graph.values() for t in ts}
              if u.startswith("mstar_ray.")}
-    assert units - set(levels) == set(), "units the README's Layout map does not name"
+    assert units - set(levels) == set(), "units the architecture page's Layout map does not name"
     wrong = sorted(f"{a} -> {b}" for a, targets in graph.items() if a.startswith("mstar_ray.") for b in targets
                    if b.startswith("mstar_ray.") and levels[b.removeprefix("mstar_ray.")] < levels[a.removeprefix("mstar_ray.")])
-    assert wrong == [], "imports of a unit the README's map puts above the importer"
+    assert wrong == [], "imports of a unit the architecture page's map puts above the importer"

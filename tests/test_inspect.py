@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import yaml
 
 from mstar_ray.cli import main
 from mstar_ray.inspect.status import driver_alive, status_text
+from mstar_ray.runlog.reader import read_rows
 from mstar_ray.runlog.writer import LogWriter
 from scripts.fault_resume import config
 
@@ -27,7 +29,27 @@ def finished_run(tmp_path_factory) -> Path:
     done = subprocess.run([sys.executable, "-m", "mstar_ray.cli", "run", str(path), "--run-dir", str(run_dir)],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+    (tmp / "stdout.txt").write_text(done.stdout)
     return run_dir
+
+
+def test_a_run_ends_with_a_short_summary_on_stdout(finished_run):
+    """What a user asks at the end: which program and why, against the best seed, what it cost, where it is."""
+    printed = (finished_run.parent / "stdout.txt").read_text()
+    summary = json.loads((finished_run / "summary.json").read_text())
+    best = summary["best"]
+    assert printed.startswith(f"returned  {best['id']} ")
+    assert f"chosen by {summary['selection']['rule']}: " in printed
+    row = next(line for line in printed.splitlines() if line.startswith("  returned "))
+    low, high = best["static_interval"]
+    assert f"{best['static_score']:.3f} [{low:.3f}, {high:.3f}]" in row
+    test_low, test_high = best["test_interval"]
+    assert test_low <= best["test_score"] <= test_high and f"{best['test_score']:.3f} [{test_low:.3f}" in row
+    assert f"{summary['candidates_evaluated']} candidates evaluated" in printed and "violations" in printed
+    assert f"cost      ${summary['cost_usd']:.4f}" in printed and f"wall time {summary['wall_seconds']:.1f} s" in printed
+    for line in (f"program   {finished_run / 'best.py'}", f"summary   {finished_run / 'summary.json'}",
+                 f"report    mstar-ray report {finished_run}"):
+        assert line in printed
 
 
 def test_status_of_a_finished_run(finished_run, capsys):
@@ -122,3 +144,69 @@ def test_status_prints_a_hostile_commit_message_with_its_controls_spelled_out(fi
     text = capsys.readouterr().out
     assert "\\x1b]0;pwned\\x07" in text
     assert not any(c in text for c in "\x1b\x07\r\x9b\u202e")
+
+
+def _browser():
+    from tests.headless_browser import open_browser
+
+    return open_browser()
+
+
+RENDERED = {
+    "images": "Array.from(document.images).length",
+    "drawn": "Array.from(document.images).filter(i => i.complete && i.naturalWidth > 0 && i.height > 0).length",
+    "scripts": "document.scripts.length",
+    "tree": "document.querySelectorAll('ul.tree li').length",
+    "changes": "document.querySelectorAll('details.change').length",
+    "diff_height": "(() => { const d = document.querySelector('details.change'); if (!d) return 0; d.open = true;"
+                   " return d.querySelector('pre.diff, p').getBoundingClientRect().height; })()",
+    "added": "document.querySelectorAll('pre.diff .add').length",
+    "added_colour": "(() => { const a = document.querySelector('pre.diff .add');"
+                    " return a ? getComputedStyle(a).backgroundColor : null; })()",
+    "source": "(document.querySelector('pre.source') || {}).innerText || ''",
+}
+
+
+def test_the_report_renders_in_headless_chromium_without_errors_or_network(finished_run, tmp_path):
+    """Debian's Chromium opens the report: no console error, nothing fetched but the file itself and its
+    embedded images, every plot drawn, the lineage tree holds every candidate, and a diff is shown coloured."""
+    out = tmp_path / "report.html"
+    assert main(["report", str(finished_run), "--out", str(out)]) == 0
+    evaluated = [r for r in read_rows(finished_run, "candidates") if r.status not in ("duplicate",)]
+    browser = _browser()
+    try:
+        visit = browser.visit(out, RENDERED)
+    finally:
+        browser.close()
+    values = visit.values
+    assert visit.errors == []
+    assert all(url.startswith(("file:", "data:")) for url in visit.requests), visit.requests
+    assert values["images"] >= 7 and values["drawn"] == values["images"] and values["scripts"] == 0
+    assert values["tree"] == len(evaluated)
+    assert values["changes"] == sum(r.parent is not None for r in evaluated) and values["diff_height"] > 0
+    assert values["added"] > 0 and values["added_colour"] == "rgb(230, 255, 236)"
+    assert "class KnowledgeBase" in values["source"] and "INSTRUCTION_RESPONSE" in values["source"]
+
+
+def test_candidate_text_in_the_report_is_escaped_in_a_real_browser(tmp_path):
+    """A commit message and a program that carry markup stay text: no element, no script runs."""
+    from mstar_ray.inspect.code_view import STYLE, Node, diffs_section, lineage_tree, source_html
+
+    hostile = "</pre></details><script>window.pwned = 1</script><img src=x onerror='window.pwned = 2'>"
+    nodes = {"a" * 16: Node("a" * 16, None, "seed", "seed one", 0.1, "evaluated"),
+             "b" * 16: Node("b" * 16, "a" * 16, "reflection", hostile, 0.2, "evaluated")}
+    sources = {"a" * 16: "X = 1\n", "b" * 16: f"X = 1\nY = '{hostile}'\n"}
+    page = tmp_path / "page.html"
+    page.write_text(f"<!doctype html><html><head><style>{STYLE}</style></head><body>"
+                    f"{lineage_tree(nodes, 'b' * 16)}{diffs_section(nodes, 'b' * 16, sources.get)}"
+                    f"{source_html(sources['b' * 16])}</body></html>", encoding="utf-8")
+    browser = _browser()
+    try:
+        visit = browser.visit(page, {"pwned": "window.pwned || 0", "scripts": "document.scripts.length",
+                                     "images": "document.images.length",
+                                     "text": "document.querySelector('pre.diff .add').innerText"})
+    finally:
+        browser.close()
+    assert visit.errors == [] and visit.values["pwned"] == 0
+    assert visit.values["scripts"] == 0 and visit.values["images"] == 0
+    assert visit.values["text"].startswith("+Y = '</pre></details><script>")

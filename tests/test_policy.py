@@ -330,3 +330,18 @@ def test_pareto_parents_come_from_the_front(tmp_path: Path):
     assert len(parents) == 5 and all(parent in front for parent, front in parents)
     # the stand-in scores every question of a program alike, so the front is the newest (best) child each time
     assert [parent for parent, _ in parents[1:]] == [m.id for m in policy.state.members[2:6]]
+
+
+def test_the_duplicate_message_names_the_parent_and_the_original_once():
+    """A child whose id is already known repeats that program's source: the note names its parent and the
+    original, never one id twice; a structural duplicate names both ids."""
+    from mstar_ray.driver.policy import duplicate_message
+    from mstar_ray.state.candidate import Candidate
+
+    same = Candidate(id="b7e114297e391ec1", source="x = 1\n", parent="0123456789abcdef", origin="reflection",
+                     commit_message="m", iteration=3)
+    text = duplicate_message(same, same.id, "identical")
+    assert text.count("b7e114297e391ec1") == 1 and "0123456789abcdef" in text and "iteration 3" in text
+    other = same.model_copy(update={"id": "fedcba9876543210"})
+    text = duplicate_message(other, "b7e114297e391ec1", "structurally identical")
+    assert "fedcba9876543210" in text and "b7e114297e391ec1" in text and "structurally identical" in text

@@ -73,9 +73,10 @@ def test_a_resume_skips_a_candidate_that_crashed_evaluators(finished_run: Path, 
     for _ in range(2):  # what the driver logs each time an evaluator died on it, Ray's own retries spent
         directory.record(Retried(candidate=candidate.id, work="evaluation", error="ActorDiedError"))
     directory.close()
-    code = main(["run", "--resume", str(finished_run)])
+    code = main(["run", "--resume", str(finished_run), "--json"])
     output = capsys.readouterr()
     assert code == 0, output.out[-3000:] + output.err[-3000:]
+    assert json.loads(output.out) == json.loads((finished_run / "summary.json").read_text())  # --json: stdout is it
     rows = [row for row in table(finished_run, "candidates") if row["id"] == candidate.id]
     assert [row["status"] for row in rows] == ["failed"] and "crashed evaluators 2 times" in rows[0]["violation_message"]
     started = [e for e in table(finished_run, "events") if e["kind"] == "started" and e["candidate"] == candidate.id]

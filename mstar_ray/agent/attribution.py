@@ -30,7 +30,7 @@ STAGES: tuple[str, ...] = ("answering", "retrieval", "storage", "not_written")
 ORACLE_CHARS = 1500  # of a missing unit's words, an oracle query is built from
 ORACLE_UNITS = 4  # oracle reads per failed item at most (a multi-hop item cites a few units)
 
-# "Reached the context" (measured against a hand-checked sample: README, "Failure attribution"): the unit's
+# "Reached the context" (measured against a hand-checked sample: docs/concepts/attribution.md): the unit's
 # words, without its speaker, stand whole in the context; or most of its content words stand close together
 # in it (a memory that rephrases, or keeps a fact's words without its filler); or one of its sentences of some
 # substance does almost word for word (a memory that keeps the sentence that matters of a long turn). "Close

@@ -1,4 +1,4 @@
-"""The task agent's model, as the fixed protocol (SPEC section 3) and its task families need it: the four steps
+"""The task agent's model, as the fixed protocol (docs/design.md section 3) and its task families need it: the four steps
 of question answering, a full response to a conversation for rubric-graded tasks, and an episode's next action.
 
 An implementation is either the offline backend (``mstar_ray.agent.offline``), deterministic and

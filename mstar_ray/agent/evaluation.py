@@ -1,4 +1,4 @@
-"""The fixed task-agent protocol (SPEC section 3): evaluate one memory program on one task.
+"""The fixed task-agent protocol (docs/design.md section 3): evaluate one memory program on one task.
 
 Write phase, the same for every task family: each raw text -> the backend extracts a ``KnowledgeItem`` ->
 ``kb.write`` in the sandbox (serially: the knowledge base is stateful). Then each item goes to its task's

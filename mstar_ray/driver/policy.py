@@ -456,6 +456,15 @@ class SearchPolicy:
     def _duplicate(self, candidate: Candidate, original: str, how: str) -> None:
         """Not evaluated again: the child's row and its parent's history carry the original's score."""
         score = self.state.score_of(original)
-        self.progress.message(f"{candidate.id} is {how} to {original}; not evaluated again")
+        self.progress.message(duplicate_message(candidate, original, how))
         self.run_dir.write_duplicate(candidate, original, score)
         self._act(Duplicate(candidate=candidate, original=original, how=how, score=score))
+
+
+def duplicate_message(candidate: Candidate, original: str, how: str) -> str:
+    """The live line's note on a child not evaluated again. A child whose id is already known has the very
+    source of an earlier program (the id is its hash), so it names where it came from, not its id twice."""
+    origin = f"the child of {candidate.parent}" if candidate.parent else "a seed"
+    if candidate.id == original:
+        return f"{origin} (iteration {candidate.iteration}) repeats {original} exactly; not evaluated again"
+    return f"{origin} (iteration {candidate.iteration}), {candidate.id}, is {how} to {original}; not evaluated again"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from mstar_ray.actors.wiring import probe_endpoints
@@ -13,6 +12,7 @@ from mstar_ray.families import family
 from mstar_ray.llm.errors import EndpointError
 from mstar_ray.run_config import check_served_models, load_run_config, resolve_seeds
 from mstar_ray.runlog import layout
+from mstar_ray.search.noise import bootstrap_interval
 from mstar_ray.state.candidate import Seed
 from mstar_ray.tasks.registry import task_from_config
 
@@ -82,6 +82,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         return {"id": member.id, "origin": member.origin, "commit_message": member.commit_message,
                 "static_score": member.score, "static_interval": list(driver.policy.incumbent.interval(member)),
                 "test_score": test.static_score if test else None,
+                "test_interval": _test_interval(test, driver.plan.split.test, config.search.seed) if test else None,
                 "test_categories": {c: s.score for c, s in test.report.categories.items()} if test else None,
                 "test_judge": test.report.judge_score if test else None,
                 # why its confirmation or test broke the contract or has no result (the selection says what followed)
@@ -97,14 +98,20 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         "texts": {"granularity": getattr(config.task, "granularity", "session"), "total": len(task.texts), "written_in_search": len(split.train_texts)},
         "candidates_evaluated": result.evaluated, "discarded": result.discarded, "violations": result.violations,
         "wall_seconds": round(result.wall_s, 1), "stop_reason": result.stop_reason,
+        "cost_usd": driver.state.cost_usd, "tokens": driver.state.tokens,
         "duplicates": driver.state.duplicates, "screened_out": result.screened_out,
         "structural_families": len(result.families.medoids) if result.families else None,
     }
     directory.write_summary(summary)
     directory.write_best(result.best.source)
     directory.close()
-    print(json.dumps(summary, indent=1))
     return EXIT_OK
+
+
+def _test_interval(test, question_ids: list[str], seed: int) -> list[float]:
+    """The bootstrap interval of the test score, over the held-out questions as the static one is."""
+    by_id = {r.id: r.score for r in test.report.results}
+    return list(bootstrap_interval([by_id.get(q, 0.0) for q in question_ids], seed=seed))
 
 
 def _serving(config, progress: Progress):

@@ -1,7 +1,7 @@
 """``mstar-ray transfer RUN_DIR... [--tasks CONFIG.yaml ...]``: every run's returned program and the seeds,
 each evaluated on every run's task, as that run tested its own program (its held-out test items, with its test
 texts written, feedback on its static items for a program that takes feedback), on evaluator actors in
-parallel; the matrix (``mstar_ray.runlog.transfer``) is printed and written to the output directory and to
+parallel; the matrix (``mstar_ray.runlog.transfer``) is written to the output directory and to
 every run directory, whose report draws it. ``--tasks`` adds columns for tasks no run searched on, split as a
 run of that config would split them.
 """
@@ -179,5 +179,4 @@ def run_transfer(run_dirs: list[str], task_configs: list[str], out: str, address
     data = matrix.model_dump_json(indent=1).encode()
     for place in [output, *map(Path, run_dirs)]:
         write_atomic(place / layout.TRANSFER, data)
-    print(matrix.text())
     return EXIT_OK

@@ -1,7 +1,8 @@
 """``mstar-ray report RUN_DIR``: one self-contained HTML file (plots embedded as PNG) from the run's logs:
 scores against candidates, wall time and cost, the lineage tree, per-category scores of the best against
-the seeds, worker utilisation over time, the population's structural families on a 2-D map, and the
-best program's diff from its seed."""
+the seeds, worker utilisation over time, the population's structural families on a 2-D map, the best
+program's diff from its seed, and the code itself (``code_view``: the lineage as a tree, each child's diff
+against its parent, the returned program's source)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ import matplotlib
 matplotlib.use("Agg")  # no display: figures are only ever rendered to PNG
 import matplotlib.pyplot as plt  # noqa: E402
 
+from mstar_ray.inspect.code_view import STYLE, Node, diffs_section, lineage_tree, source_html  # noqa: E402
 from mstar_ray.inspect.status import chosen, metrics, tested  # noqa: E402
 from mstar_ray.run_config import load_run_config  # noqa: E402
 from mstar_ray.runlog import layout  # noqa: E402
 from mstar_ray.runlog.reader import read_rows  # noqa: E402
+from mstar_ray.runlog.sources import load_source  # noqa: E402
 from mstar_ray.runlog.transfer import TransferMatrix  # noqa: E402
 from mstar_ray.search.pareto import ParetoParents  # noqa: E402
 from mstar_ray.search.population import Population  # noqa: E402
@@ -271,6 +274,17 @@ def build_report(run_dir: Path) -> str:
     seed_id = _seed_of(best_row.id, by_id)
     diff = "".join(difflib.unified_diff(by_id[seed_id].source.splitlines(True), by_id[best_row.id].source.splitlines(True),
                                         "seed.py", "best.py")) if seed_id and seed_id != best_row.id else "(the best program is a seed)"
+    nodes = {r.id: Node(id=r.id, parent=r.parent, origin=r.origin, commit_message=r.commit_message or "",
+                        score=r.static_score, status=r.status) for r in rows + screened}
+
+    def source(program: str | None) -> str | None:
+        if program in by_id:
+            return by_id[program].source
+        try:
+            return load_source(run_dir, program) if program else None
+        except (OSError, ValueError):
+            return None
+
     summary_path = run_dir / layout.SUMMARY
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
     facts = [f"{len(rows)} candidates evaluated ({len(seed_rows)} seeds), {state.discarded} discarded, {state.violations} violations",
@@ -304,6 +318,9 @@ def build_report(run_dir: Path) -> str:
         ("Pareto front", _pareto_section(config, split, state.population)),
         ("Structural families", _families_section(_families(run_dir, state.members), rows)),
         ("The best program's diff from its seed", f"<pre>{html.escape(diff)}</pre>"),
+        ("Lineage tree", lineage_tree(nodes, best_id)),
+        ("Changes: each candidate against its parent", diffs_section(nodes, best_id, source)),
+        (f"The returned program ({best_id}, best.py)", source_html(by_id[best_id].source)),
     ]
     stages = _stages_plot(best_row, seed_rows)
     if stages is not None:
@@ -315,6 +332,7 @@ def build_report(run_dir: Path) -> str:
     items = "".join(f"<li>{fact}</li>" for fact in facts)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>mstar-ray run {html.escape(run_dir.name)}</title>"
             "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}pre{background:#f6f6f6;padding:1em;"
-            "overflow-x:auto;font-size:80%}img{max-width:100%}td,th{padding:0 .6em;text-align:left}</style></head><body>"
+            "overflow-x:auto;font-size:80%}img{max-width:100%}td,th{padding:0 .6em;text-align:left}" + STYLE +
+            "</style></head><body>"
             f"<h1>Run {html.escape(str(run_dir))}</h1><p>written {datetime.now().isoformat(timespec='seconds')}</p>"
             f"<ul>{items}</ul>{body}</body></html>")

@@ -36,14 +36,14 @@ class EndpointConfig(BaseModel):
     served: str | None = Field(None, description="instead of base_url: a model of the run config's serve section, "
                                "deployed by the run (mstar_ray.serve)")
     api_key_env: str | None = Field(None, description="name of the environment variable holding the key; none for keyless servers")
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
-    max_tokens: int = Field(256, gt=0)
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="sampling temperature of every request")
+    max_tokens: int = Field(256, gt=0, description="completion tokens per request")
     timeout_s: float | None = Field(
         None, gt=0, description="seconds per request; unset: chosen at start-up from the endpoint's measured speed "
         "and max_tokens (mstar_ray.llm.probe), or 60 s where nothing was measured")
     busy_wait_s: float = Field(300.0, ge=0, description="at start-up, how long to wait for a server that accepts "
                                "connections but does not answer yet (busy with an earlier request)")
-    max_retries: int = Field(4, ge=0)
+    max_retries: int = Field(4, ge=0, description="retries of a failed request, with back-off")
     json_mode: bool = Field(True, description="send response_format=json_object for structured steps")
     max_concurrency: int | None = Field(None, gt=0, description="requests in flight at once, across the whole run")
     requests_per_minute: int | None = Field(None, gt=0, description="requests started per minute, across the whole run")

@@ -23,7 +23,7 @@ class Price(BaseModel):
 class Budget(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_usd: float | None = Field(None, gt=0)
+    max_usd: float | None = Field(None, gt=0, description="stop the run once its model calls cost this much (USD)")
     max_tokens: int | None = Field(None, gt=0, description="prompt + completion tokens over all roles")
 
 

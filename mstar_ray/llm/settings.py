@@ -21,11 +21,11 @@ class EmbeddingConfig(BaseModel):
     kind: Literal[EMBEDDER_KINDS] = Field(
         "minilm", description="minilm: all-MiniLM-L6-v2 on this machine; openai: a /v1/embeddings endpoint; "
         "hashing: lexical feature hashing (no model)")
-    base_url: str | None = None
-    model: str | None = None
-    api_key_env: str | None = None
-    timeout_s: float = Field(60.0, gt=0)
-    batch_size: int = Field(64, gt=0)
+    base_url: str | None = Field(None, description="openai: base URL of the /v1/embeddings endpoint")
+    model: str | None = Field(None, description="openai: the embedding model's name there")
+    api_key_env: str | None = Field(None, description="openai: NAME of the environment variable holding the key")
+    timeout_s: float = Field(60.0, gt=0, description="openai: seconds per request")
+    batch_size: int = Field(64, gt=0, description="texts per embedding request or MiniLM batch")
     max_concurrency: int | None = Field(None, gt=0, description="openai: requests in flight at once, across the run")
     requests_per_minute: int | None = Field(None, gt=0, description="openai: requests started per minute, across the run")
 

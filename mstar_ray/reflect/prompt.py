@@ -1,4 +1,4 @@
-"""The reflector's prompts: the reflection itself (SPEC section 4) and the repair turn that sends a
+"""The reflector's prompts: the reflection itself (docs/design.md section 4) and the repair turn that sends a
 failed attempt back with its full error.
 
 A repair request always differs from the one before it (it carries the failed reply, its error and the

@@ -1,6 +1,6 @@
 """The population: every valid candidate with its static score, append-only, and how a parent is chosen.
 
-Parent selection follows SPEC section 4: softmax over static scores with temperature tau; the paper's
+Parent selection follows docs/design.md section 4: softmax over static scores with temperature tau; the paper's
 ablations are the other modes: ``greedy`` always takes the best, ``chain`` (no population) always takes
 the newest member, so the search walks one line of descent.
 """

@@ -1,4 +1,4 @@
-"""How a search divides its task (SPEC section 4): held-out test questions; from the rest, a fixed static
+"""How a search divides its task (docs/design.md section 4): held-out test questions; from the rest, a fixed static
 set (the fitness), a confirmation slice (kept fresh to settle a close call between two programs), a
 rotating set re-chosen every iteration (failure cases), and the training texts written into memory.
 

@@ -1,4 +1,4 @@
-"""Choosing the validation split of the search loop (SPEC section 4, "Validation split").
+"""Choosing the validation split of the search loop (docs/design.md section 4, "Validation split").
 
 Every candidate program is scored on the *static set*, so it must be small (each question costs task-LLM
 calls for every candidate) yet cover the kinds of questions asked: one question per k-means cluster of

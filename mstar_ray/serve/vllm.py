@@ -7,7 +7,7 @@ it brings CUDA builds of torch, too heavy for the head or a laptop). So the appl
 deployed by a Ray task that runs on a GPU node; it asks for a sliver of a GPU to land there and returns as
 soon as Serve has the application, well before the replicas ask for whole GPUs.
 
-Not run by this project's tests: no GPU is available where they run (README, "Served models")."""
+Not run by this project's tests: no GPU is available where they run (docs/howto/served-models.md)."""
 
 from __future__ import annotations
 

@@ -80,7 +80,7 @@ def _field_error(err: ValidationError) -> str:
 def _read(path: Path, model: type[Record]) -> list[tuple[int, Record]]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: not found; a jsonl task directory holds {TEXTS_FILE} and {QUESTIONS_FILE} "
-                                "(the README's 'Your own data' section gives their fields)")
+                                "(docs/howto/own-task-jsonl.md gives their fields)")
     records: list[tuple[int, Record]] = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
