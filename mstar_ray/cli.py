@@ -13,7 +13,7 @@ from pathlib import Path
 
 from mstar_ray.contract import ContractError, check_source
 from mstar_ray.envs.base import EnvFailure, EnvUnavailable
-from mstar_ray.exit_codes import EXIT_BUDGET, EXIT_ENDPOINT, EXIT_INPUT, EXIT_OK, EXIT_PROGRAM
+from mstar_ray.exit_codes import EXIT_BUDGET, EXIT_ENDPOINT, EXIT_INPUT, EXIT_OK, EXIT_PROGRAM, InputError, MissingInput
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
 from mstar_ray.sandbox_jail import LAYERS, SandboxStartError, SandboxUnavailable
 
@@ -21,7 +21,7 @@ from mstar_ray.sandbox_jail import LAYERS, SandboxStartError, SandboxUnavailable
 def _read_program(path: str) -> str:
     file = Path(path)
     if not file.is_file():
-        raise FileNotFoundError(f"program file not found: {path}")
+        raise MissingInput(f"program file not found: {path}")
     return file.read_text(encoding="utf-8")
 
 
@@ -69,7 +69,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         args.task, conversation=args.conversation, limit=args.limit, data=args.data, seed=args.seed, size=args.size,
     )
     if args.texts is not None and args.texts < 1:
-        raise ValueError(f"--texts must be at least 1, got {args.texts}")
+        raise InputError(f"--texts must be at least 1, got {args.texts}")
     settings = probe_endpoints(settings)
     roles = RoleClients(settings, cache=SqliteCache(args.cache) if args.cache else None)
     embedder = roles.embedder()
@@ -141,10 +141,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.resume:
         return run_search(args.config, run_dir=args.resume, address=args.address, resume=True)
     if args.config is None:
-        raise ValueError("give a config file (or --resume RUN_DIR)")
+        raise InputError("give a config file (or --resume RUN_DIR)")
     run_dir = args.run_dir or f"runs/{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     if (Path(run_dir) / "config.yaml").exists():
-        raise ValueError(f"{run_dir} already holds a run: resume it with --resume {run_dir}, or choose another --run-dir")
+        raise InputError(f"{run_dir} already holds a run: resume it with --resume {run_dir}, or choose another --run-dir")
     return run_search(args.config, run_dir=run_dir, address=args.address)
 
 
@@ -167,7 +167,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     from mstar_ray.supervise.command import history, run_supervise
 
     if not 0 <= args.train_share < 1:
-        raise ValueError(f"--train-share must be in [0, 1), got {args.train_share}")
+        raise InputError(f"--train-share must be in [0, 1), got {args.train_share}")
     texts, source = history(args.task, args.data, conversation=args.conversation, seed=args.seed)
     return run_supervise(texts, source, _llm_settings(args), args.out, bundles=args.bundles, seed=args.seed,
                          train_share=args.train_share, cache=SqliteCache(args.cache) if args.cache else None)
@@ -208,7 +208,7 @@ def _llm_settings(args: argparse.Namespace):
         settings = load_yaml(LLMSettings, args.llm_config)
     elif args.backend == "llm":
         if not args.llm_url or not args.llm_model:
-            raise ValueError("--backend llm needs --llm-url and --llm-model (or --llm-config FILE)")
+            raise InputError("--backend llm needs --llm-url and --llm-model (or --llm-config FILE)")
         task = EndpointConfig(
             base_url=args.llm_url, model=args.llm_model, api_key_env=args.llm_key_env,
             max_tokens=args.llm_max_tokens, timeout_s=args.llm_timeout,

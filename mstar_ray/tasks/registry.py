@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from mstar_ray.exit_codes import InputError
 from mstar_ray.tasks.beam import SIZES as BEAM_SIZES
 from mstar_ray.tasks.dialogue import GRANULARITIES
 from mstar_ray.tasks.model import Task
@@ -79,7 +80,7 @@ class TaskConfig(BaseModel):
     @model_validator(mode="after")
     def _data_given(self) -> TaskConfig:
         if self.name in _DATA and not self.data:
-            raise ValueError(f"task {self.name} needs data: {_DATA[self.name]}")
+            raise InputError(f"task {self.name} needs data: {_DATA[self.name]}")
         return self
 
 
@@ -96,5 +97,5 @@ def load_task(name: str, **options) -> Task:
     """The named task with ``options`` (``TaskConfig``'s fields); an unknown name lists the valid ones."""
     key = name.strip().lower()
     if key not in _LOADERS:
-        raise ValueError(f"unknown task {name!r}; valid task names: {', '.join(TASK_NAMES)}")
+        raise InputError(f"unknown task {name!r}; valid task names: {', '.join(TASK_NAMES)}")
     return task_from_config(TaskConfig(name=key, **options))

@@ -1,0 +1,156 @@
+"""A real Ray cluster on this machine, as a user starts one: a head and worker nodes each started with
+``ray start`` (separate raylets, loopback only), torn down by the processes this module started.
+
+Other Ray clusters run on the same machine (other tests, other users), so every port is chosen free and
+the cluster keeps its session files in its own temp directory; ``ray stop`` is never called (it stops
+every Ray on the machine). Each node is ``ray start --block`` in its own session: killing that session's
+process group ends the node's GCS, raylet, dashboard and workers, and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RAY = str(Path(sys.executable).with_name("ray"))
+HOST = "127.0.0.1"
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = []
+    for _ in range(count):
+        sock = socket.socket()
+        sock.bind((HOST, 0))
+        sockets.append(sock)
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+def free_port_range(width: int) -> int:
+    """The first port of ``width`` consecutive ports that are free now (for a node's worker processes)."""
+    for start in range(20000 + os.getpid() % 200 * 100, 60000, 997):
+        try:
+            probes = []
+            for port in range(start, start + width):
+                sock = socket.socket()
+                probes.append(sock)
+                sock.bind((HOST, port))
+            return start
+        except OSError:
+            continue
+        finally:
+            for sock in probes:
+                sock.close()
+    raise RuntimeError("no free port range")
+
+
+class RayStartCluster:
+    """``with RayStartCluster(nodes=[...]) as cluster``: ``cluster.address`` (GCS, for ``ray.init``) and
+    ``cluster.dashboard`` (``http://...``, for ``ray job submit``)."""
+
+    def __init__(self, head: dict, workers: list[dict], env: dict[str, str] | None = None):
+        self.head_spec, self.worker_specs = head, workers
+        self.env = {**os.environ, **(env or {})}
+        self.temp_dir = tempfile.mkdtemp(prefix="rsc", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+        self.nodes: list[subprocess.Popen] = []
+        self.logs: list[Path] = []
+
+    def _start(self, spec: dict, head: bool) -> None:
+        gcs, manager, objects, client, agent_grpc, agent_http, runtime_env, metrics, dashboard = free_ports(9)
+        command = [RAY, "start", "--block", "--node-ip-address", HOST, "--temp-dir", self.temp_dir,
+                   "--num-cpus", str(spec.get("num_cpus", 1)), "--resources", json.dumps(spec.get("resources", {})),
+                   "--node-manager-port", str(manager), "--object-manager-port", str(objects),
+                   "--dashboard-agent-grpc-port", str(agent_grpc), "--dashboard-agent-listen-port", str(agent_http),
+                   "--runtime-env-agent-port", str(runtime_env), "--metrics-export-port", str(metrics),
+                   "--min-worker-port", str(first := free_port_range(40)), "--max-worker-port", str(first + 39),
+                   "--disable-usage-stats"]
+        if head:
+            self.gcs_port, self.dashboard_port = gcs, dashboard
+            command += ["--head", "--port", str(gcs), "--ray-client-server-port", str(client),
+                        "--dashboard-host", HOST, "--dashboard-port", str(dashboard), "--include-dashboard", "true"]
+        else:
+            command += ["--address", self.address]
+        log = Path(self.temp_dir) / f"ray-start-{len(self.nodes)}.log"
+        self.logs.append(log)
+        with log.open("w") as sink:
+            self.nodes.append(subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=self.env,
+                                               start_new_session=True))
+
+    @property
+    def address(self) -> str:
+        return f"{HOST}:{self.gcs_port}"
+
+    @property
+    def dashboard(self) -> str:
+        return f"http://{HOST}:{self.dashboard_port}"
+
+    def __enter__(self) -> RayStartCluster:
+        try:
+            self._start(self.head_spec, head=True)
+            self._wait(lambda: self._ray("status").returncode == 0, "the head to answer `ray status`")
+            for spec in self.worker_specs:
+                self._start(spec, head=False)
+            self._wait(lambda: self.alive_nodes() == 1 + len(self.worker_specs), "every node to join")
+            self._wait(lambda: self._ray("job", "list", "--address", self.dashboard).returncode == 0,
+                       "the job server")
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _ray(self, *args: str) -> subprocess.CompletedProcess:
+        command = [RAY, *args] + (["--address", self.address] if args[0] == "status" else [])
+        return subprocess.run(command, capture_output=True, text=True, env=self.env, timeout=60)
+
+    def alive_nodes(self) -> int:
+        out = self._ray("status").stdout
+        active = out.split("Active:", 1)[-1].split("Pending:", 1)[0]
+        return sum(line.strip().startswith("1 node_") for line in active.splitlines())
+
+    def _wait(self, ready, what: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for node, log in zip(self.nodes, self.logs):
+                if node.poll() is not None:
+                    raise RuntimeError(f"`ray start` exited ({node.returncode}) waiting for {what}:\n{log.read_text()[-3000:]}")
+            if ready():
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"waited {timeout:.0f} s for {what}")
+
+    def job(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        """``ray job ARGS`` against this cluster's job server."""
+        return subprocess.run([RAY, "job", *args[:1], "--address", self.dashboard, *args[1:]], capture_output=True,
+                              text=True, env=self.env, timeout=timeout)
+
+    def __exit__(self, *_exc) -> None:
+        for node in reversed(self.nodes):  # workers first, then the head
+            _end_session(node)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def _end_session(node: subprocess.Popen) -> None:
+    """SIGTERM the node's process group (``ray start --block`` then stops what it started), SIGKILL what is left."""
+    for sig, grace in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(node.pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            node.poll()  # reap the leader: a zombie would keep the group alive
+            try:
+                os.killpg(node.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.2)
