@@ -23,3 +23,8 @@ class InputError(ValueError):
 
 class MissingInput(InputError, FileNotFoundError):
     """A file or directory the user named (or a task needs) that is not there."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (as ``ray job stop`` and most supervisors send), raised like Ctrl-C's ``KeyboardInterrupt`` so
+    that both stop a command the same way; only the exit code differs."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import threading
 
 import ray
 from ray.exceptions import RayActorError, RayTaskError
@@ -26,6 +28,7 @@ def connect(config: RunConfig, address: str | None) -> dict[str, float]:
         keys.add(config.llm.embedding.api_key_env)
     env.update({name: os.environ[name] for name in sorted(keys) if name in os.environ})
     if not ray.is_initialized():
+        on_sigterm = signal.getsignal(signal.SIGTERM)
         if address:
             ray.init(address=address, runtime_env={"env_vars": env}, log_to_driver=False)
         else:
@@ -34,8 +37,15 @@ def connect(config: RunConfig, address: str | None) -> dict[str, float]:
             # Its workers inherit this process's environment: no runtime_env, whose workers could not be the
             # ones Ray starts ahead (each actor would wait for a fresh process).
             os.environ.update(env)
+            # Token authentication, chosen explicitly: Ray enables it by default for a Ray it starts and
+            # says so in a warning at every start (which asks to opt out); a local Ray listens on this
+            # machine's address, so the token is kept (Ray makes one in ~/.ray/auth_token if there is none).
+            os.environ.setdefault("RAY_AUTH_MODE", "token")
             ray.init(address="local", num_cpus=config.ray.num_cpus or os.cpu_count(), include_dashboard=False,
                      log_to_driver=False)
+        if threading.current_thread() is threading.main_thread():
+            # ray.init replaces SIGTERM's handler with a bare exit; the caller's (the CLI's) stops a run cleanly
+            signal.signal(signal.SIGTERM, on_sigterm)
     return ray.cluster_resources()
 
 

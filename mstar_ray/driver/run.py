@@ -8,7 +8,7 @@ from pathlib import Path
 from mstar_ray.actors.wiring import probe_endpoints
 from mstar_ray.driver.progress import Progress
 from mstar_ray.driver.run_dir import RunDir
-from mstar_ray.exit_codes import EXIT_ENDPOINT, EXIT_OK, InputError, MissingInput
+from mstar_ray.exit_codes import EXIT_ENDPOINT, EXIT_OK, InputError, MissingInput, Terminated
 from mstar_ray.llm.errors import EndpointError
 from mstar_ray.run_config import check_served_models, load_run_config, resolve_seeds
 from mstar_ray.runlog import layout
@@ -71,6 +71,11 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
             directory.close()
             progress.message(f"error: {exc}\nfinished work is kept in {directory.path}")
             return EXIT_ENDPOINT
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: what is in flight is abandoned, a resume re-issues it
+            directory.event("stopped", detail="interrupted by " + ("SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"))
+            _stop(serving)
+            directory.close()
+            raise
     finally:
         _stop(serving)
         ray.shutdown()
