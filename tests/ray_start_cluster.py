@@ -103,17 +103,31 @@ class RayStartCluster:
 
     def __enter__(self) -> RayStartCluster:
         try:
-            self._start(self.head_spec, head=True)
-            self._wait(lambda: self._started(0), "the head to start")
+            self._start_until_up(self.head_spec, head=True)
             for spec in self.worker_specs:
-                self._start(spec, head=False)
-            for index in range(1, len(self.nodes)):
-                self._wait(lambda: self._started(index), f"worker node {index} to join")
+                self._start_until_up(spec, head=False)
             self._wait(self._job_server_answers, "the job server")
         except BaseException:
             self.__exit__()
             raise
         return self
+
+    def _start_until_up(self, spec: dict, head: bool, attempts: int = 3) -> None:
+        """`ray start` gives a node's raylet 30 s to register (fixed in Ray): on a loaded machine it can miss
+        that and exit, so a node that exits before it is up is started again, on fresh ports."""
+        for attempt in range(attempts):
+            self._start(spec, head)
+            node, log = self.nodes[-1], self.logs[-1]
+            deadline = time.monotonic() + 180
+            while node.poll() is None and not self._started(len(self.nodes) - 1) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            if self._started(len(self.nodes) - 1) and node.poll() is None:
+                return
+            _end_session(self.nodes.pop())
+            self.logs.pop()
+            if attempt == attempts - 1:
+                raise RuntimeError(f"`ray start` did not bring the node up ({attempts} attempts):\n"
+                                   f"{log.read_text()[-3000:]}")
 
     def _started(self, index: int) -> bool:
         """`ray start` says so once the node's raylet is registered with the head (asking `ray status` costs a
