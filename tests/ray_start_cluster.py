@@ -38,9 +38,12 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
-def free_port_range(width: int) -> int:
-    """The first port of ``width`` consecutive ports that are free now (for a node's worker processes)."""
+def free_port_range(width: int, taken: list[int]) -> int:
+    """The first port of ``width`` consecutive ports that are free now and overlap no range in ``taken``
+    (for a node's worker processes, which bind them only later)."""
     for start in range(20000 + os.getpid() % 200 * 100, 60000, 997):
+        if any(abs(start - other) < width for other in taken):
+            continue
         try:
             probes = []
             for port in range(start, start + width):
@@ -70,6 +73,7 @@ class RayStartCluster:
         self.token.chmod(0o600)
         self.env = {**os.environ, **(env or {}), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self.token)}
         self.nodes: list[subprocess.Popen] = []
+        self.worker_ranges: list[int] = []
         self.logs: list[Path] = []
 
     def _start(self, spec: dict, head: bool) -> None:
@@ -79,7 +83,8 @@ class RayStartCluster:
                    "--node-manager-port", str(manager), "--object-manager-port", str(objects),
                    "--dashboard-agent-grpc-port", str(agent_grpc), "--dashboard-agent-listen-port", str(agent_http),
                    "--runtime-env-agent-port", str(runtime_env), "--metrics-export-port", str(metrics),
-                   "--min-worker-port", str(first := free_port_range(40)), "--max-worker-port", str(first + 39),
+                   "--min-worker-port", str(first := free_port_range(40, self.worker_ranges)),
+                   "--max-worker-port", str(first + 39),
                    "--disable-usage-stats"]
         if head:
             self.gcs_port, self.dashboard_port = gcs, dashboard
@@ -87,6 +92,7 @@ class RayStartCluster:
                         "--dashboard-host", HOST, "--dashboard-port", str(dashboard), "--include-dashboard", "true"]
         else:
             command += ["--address", self.address]
+        self.worker_ranges.append(first)
         log = Path(self.temp_dir) / f"ray-start-{len(self.nodes)}.log"
         self.logs.append(log)
         with log.open("w") as sink:
@@ -154,10 +160,10 @@ class RayStartCluster:
             time.sleep(0.5)
         raise TimeoutError(f"waited {timeout:.0f} s for {what}")
 
-    def job(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-        """``ray job ARGS`` against this cluster's job server."""
+    def job(self, *args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+        """``ray job ARGS`` against this cluster's job server (run in ``cwd``: ``--working-dir .`` is that)."""
         return subprocess.run([RAY, "job", *args[:1], "--address", self.dashboard, *args[1:]], capture_output=True,
-                              text=True, env=self.env, timeout=timeout)
+                              text=True, env=self.env, cwd=cwd, timeout=timeout)
 
     def __exit__(self, *_exc) -> None:
         for node in reversed(self.nodes):  # workers first, then the head
