@@ -9,12 +9,15 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from mstar_ray.contract import ContractError, check_source
 from mstar_ray.envs.base import EnvFailure, EnvUnavailable
-from mstar_ray.exit_codes import EXIT_BUDGET, EXIT_ENDPOINT, EXIT_INPUT, EXIT_OK, EXIT_PROGRAM
+from mstar_ray.exit_codes import (EXIT_BUDGET, EXIT_ENDPOINT, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_PROGRAM, EXIT_SIGINT,
+                                  EXIT_SIGTERM, InputError, MissingInput, Terminated)
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
 from mstar_ray.sandbox_jail import LAYERS, SandboxStartError, SandboxUnavailable
 from mstar_ray.terminal import printable
@@ -23,7 +26,7 @@ from mstar_ray.terminal import printable
 def _read_program(path: str) -> str:
     file = Path(path)
     if not file.is_file():
-        raise FileNotFoundError(f"program file not found: {path}")
+        raise MissingInput(f"program file not found: {path}")
     return file.read_text(encoding="utf-8")
 
 
@@ -71,7 +74,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         args.task, conversation=args.conversation, limit=args.limit, data=args.data, seed=args.seed, size=args.size,
     )
     if args.texts is not None and args.texts < 1:
-        raise ValueError(f"--texts must be at least 1, got {args.texts}")
+        raise InputError(f"--texts must be at least 1, got {args.texts}")
     settings = probe_endpoints(settings)
     roles = RoleClients(settings, cache=SqliteCache(args.cache) if args.cache else None)
     embedder = roles.embedder()
@@ -148,10 +151,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         code = run_search(args.config, run_dir=run_dir, address=args.address, resume=True)
     else:
         if args.config is None:
-            raise ValueError("give a config file (or --resume RUN_DIR)")
-        run_dir = args.run_dir or f"runs/{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+            raise InputError("give a config file (or --resume RUN_DIR)")
+        run_dir = args.run_dir = args.run_dir or f"runs/{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
         if (Path(run_dir) / "config.yaml").exists():
-            raise ValueError(f"{run_dir} already holds a run: resume it with --resume {run_dir}, or choose another --run-dir")
+            raise InputError(f"{run_dir} already holds a run: resume it with --resume {run_dir}, or choose another --run-dir")
         code = run_search(args.config, run_dir=run_dir, address=args.address)
     if code == EXIT_OK:
         from mstar_ray.inspect.summary import run_summary_text, summary_of
@@ -184,7 +187,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     from mstar_ray.supervise.command import history, run_supervise
 
     if not 0 <= args.train_share < 1:
-        raise ValueError(f"--train-share must be in [0, 1), got {args.train_share}")
+        raise InputError(f"--train-share must be in [0, 1), got {args.train_share}")
     from mstar_ray.tasks.registry import options_model
 
     # --seed is the planner's; the task's too where the task has one (its draw of texts)
@@ -229,7 +232,7 @@ def _llm_settings(args: argparse.Namespace):
         settings = load_yaml(LLMSettings, args.llm_config)
     elif args.backend == "llm":
         if not args.llm_url or not args.llm_model:
-            raise ValueError("--backend llm needs --llm-url and --llm-model (or --llm-config FILE)")
+            raise InputError("--backend llm needs --llm-url and --llm-model (or --llm-config FILE)")
         task = EndpointConfig(
             base_url=args.llm_url, model=args.llm_model, api_key_env=args.llm_key_env,
             max_tokens=args.llm_max_tokens, timeout_s=args.llm_timeout,
@@ -427,6 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run_dir")
     report.add_argument("--out", default=None, help="default RUN_DIR/report.html")
     report.set_defaults(handler=cmd_report)
+    for command in commands.choices.values():
+        command.add_argument("--debug", action="store_true", help="on an internal error, print its traceback here")
     return parser
 
 
@@ -434,6 +439,18 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Retries and back-off are reported on stderr as they happen.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    on_sigterm = None
+    if threading.current_thread() is threading.main_thread():
+        on_sigterm = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _handled(args)
+    finally:
+        if on_sigterm is not None:  # main() is also called in-process (tests, scripts)
+            signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def _handled(args: argparse.Namespace) -> int:
+    """The command's exit code: the known failures by kind, anything else an internal error."""
     try:
         return args.handler(args)
     except ContractError as exc:
@@ -448,13 +465,74 @@ def main(argv: list[str] | None = None) -> int:
     except (SandboxUnavailable, SandboxStartError, EnvUnavailable, EnvFailure) as exc:
         print(printable(f"error: {exc}"), file=sys.stderr)
         return EXIT_ENDPOINT
-    except (FileNotFoundError, ValueError) as exc:
+    except InputError as exc:
         print(printable(f"error: {exc}"), file=sys.stderr)
         return EXIT_INPUT
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+        return _interrupted(args, exc)
     except BrokenPipeError:
         # the reader went away (`mstar-ray status RUN | head`): not an error, and nothing more to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 -- anything else is a bug: said in one line, its traceback kept
+        return _internal_error(args, exc)
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated(f"signal {signum}")
+
+
+def _run_dir(args: argparse.Namespace) -> Path | None:
+    """The directory a command writes its run into (``run``: ``--run-dir``, set by ``cmd_run`` when defaulted,
+    or ``--resume``; ``transfer``: ``--out``), if it exists."""
+    folder = getattr(args, "resume", None) or getattr(args, "run_dir", None) or getattr(args, "out", None)
+    return Path(folder) if folder and Path(folder).is_dir() else None
+
+
+def _interrupted(args: argparse.Namespace, exc: KeyboardInterrupt) -> int:
+    """Work in flight is abandoned (Ray's workers go with the driver); what finished is in the run's logs."""
+    what, code = ("SIGTERM", EXIT_SIGTERM) if isinstance(exc, Terminated) else ("Ctrl-C", EXIT_SIGINT)
+    folder = _run_dir(args) if args.command == "run" else None
+    if folder is not None and (folder / "config.yaml").is_file():
+        print(f"stopped by {what}; finished work is kept: resume with  mstar-ray run --resume {folder}",
+              file=sys.stderr)
+    else:
+        print(f"stopped by {what}", file=sys.stderr)
+    return code
+
+
+def _internal_error(args: argparse.Namespace, exc: Exception) -> int:
+    """One line naming the component that failed (the innermost frame of mstar-ray's own code) and where the
+    full traceback went: ``error.log`` in the run directory (else a temporary file), and stderr with --debug."""
+    import datetime
+    import tempfile
+    import traceback
+
+    text = "".join(traceback.format_exception(exc))
+    own = [frame for frame in traceback.extract_tb(exc.__traceback__)
+           if Path(frame.filename).resolve().is_relative_to(Path(__file__).resolve().parent)]
+    where = own[-1] if own else None
+    component = (f"{Path(where.filename).resolve().relative_to(Path(__file__).resolve().parents[1]).with_suffix('')}"
+                 .replace("/", ".") + f" ({where.name}, line {where.lineno})") if where else "mstar-ray"
+    folder = _run_dir(args)
+    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    record = f"--- {stamp}: mstar-ray {' '.join(sys.argv[1:])}\n{text}\n"
+    if folder is not None:
+        log = folder / "error.log"
+        with log.open("a", encoding="utf-8") as sink:
+            sink.write(record)
+    else:
+        handle, name = tempfile.mkstemp(prefix="mstar-ray-error-", suffix=".log")
+        with os.fdopen(handle, "w", encoding="utf-8") as sink:
+            sink.write(record)
+        log = Path(name)
+    summary = (str(exc).strip().splitlines() or [""])[0][:300]
+    print(f"internal error in {component}: {type(exc).__name__}: {summary}", file=sys.stderr)
+    if getattr(args, "debug", False):
+        print(text, file=sys.stderr, end="")
+    else:
+        print(f"the full traceback is in {log} (--debug prints it here); please report it", file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -10,10 +10,12 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, Tag, ValidationError
 
+from mstar_ray.exit_codes import InputError
+
 Model = TypeVar("Model", bound=BaseModel)
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A config file that cannot be used; the message lists every problem with its key path."""
 
 

@@ -1,7 +1,30 @@
-"""The process exit codes of ``mstar-ray``, in one place for the CLI and the driver it runs."""
+"""The process exit codes of ``mstar-ray``, in one place for the CLI and the driver it runs, and the exception
+that means exit 2.
+
+``InputError`` is raised where input is read (a config key, a data file, an argument), with a message naming
+the file, key or argument. Anything else that escapes a command is an internal failure (exit 3, its traceback
+kept), so a typo and a bug never look alike. It is a ``ValueError`` (``MissingInput`` a ``FileNotFoundError``
+too) so that callers catching those keep working.
+"""
 
 EXIT_OK = 0
 EXIT_PROGRAM = 1  # the program broke the contract (statically, or at run time)
-EXIT_INPUT = 2  # bad arguments, a config error, a missing or malformed data file
+EXIT_INPUT = 2  # bad arguments, a config error, a missing or malformed data file: an InputError
 EXIT_ENDPOINT = 3  # an unusable LLM endpoint, a sandbox layer this machine cannot give, a run that cannot go on
+EXIT_INTERNAL = 3  # any other exception: a bug, reported with its component and its traceback kept
 EXIT_BUDGET = 4  # the budget is spent
+EXIT_SIGINT = 130  # stopped by Ctrl-C (128 + SIGINT); resumable
+EXIT_SIGTERM = 143  # stopped by SIGTERM (128 + SIGTERM, as `ray job stop` sends); resumable
+
+
+class InputError(ValueError):
+    """Input the user gave that cannot be used; the message says which and why."""
+
+
+class MissingInput(InputError, FileNotFoundError):
+    """A file or directory the user named (or a task needs) that is not there."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (as ``ray job stop`` and most supervisors send), raised like Ctrl-C's ``KeyboardInterrupt`` so
+    that both stop a command the same way; only the exit code differs."""

@@ -148,9 +148,18 @@ def _blocked_ancestor(path: str) -> str | None:
 def reachable_view(paths: list[str]) -> list[str]:
     """bwrap arguments (run as root) of a mount view of the whole host in which an unprivileged user can
     reach ``paths``: each folder above them that others cannot enter becomes an empty tmpfs holding only
-    read-only binds of those paths. Empty when nothing needs it."""
+    read-only binds of those paths. Empty when nothing needs it.
+
+    Where a path lives must not matter (a clone in a private folder, a venv whose ``bin/python`` links to an
+    interpreter in root's home): a symlink's target is made reachable too and the link itself recreated (a
+    bind would follow it to a target that may not be there yet), and a path inside another one is left to
+    that one's bind (binding into a read-only bind cannot create its mount point)."""
+    wanted = {os.path.abspath(p) for p in paths} | {os.path.realpath(p) for p in paths}
+    kept = sorted(p for p in wanted if os.path.lexists(p)
+                  and not any(q != p and os.path.isdir(q) and not os.path.islink(q) and p.startswith(q.rstrip("/") + "/")
+                              for q in wanted))
     args, covered = [], set()
-    for path in paths:
+    for path in kept:
         blocked = _blocked_ancestor(path)
         if blocked is None:
             continue
@@ -160,7 +169,7 @@ def reachable_view(paths: list[str]) -> list[str]:
         for parent in list(Path(path).parents)[::-1]:
             if str(parent).startswith(blocked + "/"):
                 args += ["--perms", "0755", "--dir", str(parent)]
-        args += ["--ro-bind", path, path]
+        args += ["--symlink", os.readlink(path), path] if os.path.islink(path) else ["--ro-bind", path, path]
     return ["--dev-bind", "/", "/", *args] if args else []
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
+import threading
 
 import ray
 from ray.exceptions import RayActorError, RayTaskError
@@ -26,6 +29,7 @@ def connect(config: RunConfig, address: str | None) -> dict[str, float]:
         keys.add(config.llm.embedding.api_key_env)
     env.update({name: os.environ[name] for name in sorted(keys) if name in os.environ})
     if not ray.is_initialized():
+        on_sigterm = signal.getsignal(signal.SIGTERM)
         if address:
             ray.init(address=address, runtime_env={"env_vars": env}, log_to_driver=False)
         else:
@@ -34,8 +38,21 @@ def connect(config: RunConfig, address: str | None) -> dict[str, float]:
             # Its workers inherit this process's environment: no runtime_env, whose workers could not be the
             # ones Ray starts ahead (each actor would wait for a fresh process).
             os.environ.update(env)
-            ray.init(address="local", num_cpus=config.ray.num_cpus or os.cpu_count(), include_dashboard=False,
-                     log_to_driver=False)
+            # Ray enables token authentication for a Ray it starts (making ~/.ray/auth_token if there is none)
+            # and warns so at every start, asking to opt out. We keep it (a local Ray listens on this machine's
+            # address, not only loopback), so the warning says nothing to act on and is not shown; an explicit
+            # RAY_AUTH_MODE is Ray's to honour and it warns about nothing then.
+            auth = logging.getLogger("ray._private.authentication.authentication_token_setup")
+            level = auth.level
+            auth.setLevel(logging.ERROR)
+            try:
+                ray.init(address="local", num_cpus=config.ray.num_cpus or os.cpu_count(), include_dashboard=False,
+                         log_to_driver=False)
+            finally:
+                auth.setLevel(level)
+        if threading.current_thread() is threading.main_thread():
+            # ray.init replaces SIGTERM's handler with a bare exit; the caller's (the CLI's) stops a run cleanly
+            signal.signal(signal.SIGTERM, on_sigterm)
     return ray.cluster_resources()
 
 

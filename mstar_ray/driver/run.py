@@ -7,7 +7,7 @@ from pathlib import Path
 from mstar_ray.actors.wiring import probe_endpoints
 from mstar_ray.driver.progress import Progress
 from mstar_ray.driver.run_dir import RunDir
-from mstar_ray.exit_codes import EXIT_ENDPOINT, EXIT_OK
+from mstar_ray.exit_codes import EXIT_ENDPOINT, EXIT_OK, InputError, MissingInput, Terminated
 from mstar_ray.families import family
 from mstar_ray.llm.errors import EndpointError
 from mstar_ray.run_config import check_served_models, load_run_config, resolve_seeds
@@ -30,14 +30,14 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     if resume:
         stored_path = Path(run_dir) / layout.CONFIG
         if not stored_path.is_file():
-            raise FileNotFoundError(f"{run_dir} is not a run directory: no {layout.CONFIG}")
+            raise MissingInput(f"{run_dir} is not a run directory: no {layout.CONFIG}")
         config = merge_resume_config(load_run_config(stored_path),
                                      load_run_config(config_path) if config_path else None)
         seeds = RunDir(run_dir).read_seeds()
         restored = restore(Path(run_dir))
     else:
         if config_path is None:
-            raise ValueError("give a config file, or --resume RUN_DIR")
+            raise InputError("give a config file, or --resume RUN_DIR")
         config = load_run_config(config_path)
         seeds = [Seed(name=path.stem, source=path.read_text(encoding="utf-8"))
                  for path in resolve_seeds(config, config_path)]
@@ -73,6 +73,11 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
             directory.close()
             progress.message(f"error: {exc}\nfinished work is kept in {directory.path}")
             return EXIT_ENDPOINT
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: what is in flight is abandoned, a resume re-issues it
+            directory.event("stopped", detail="interrupted by " + ("SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"))
+            _stop(serving)
+            directory.close()
+            raise
     finally:
         _stop(serving)
         ray.shutdown()

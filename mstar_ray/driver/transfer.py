@@ -16,7 +16,7 @@ from mstar_ray.actors.wiring import RoleClients, probe_endpoints
 from mstar_ray.contract import inspect_program
 from mstar_ray.driver.progress import Progress
 from mstar_ray.driver.run_dir import RunDir
-from mstar_ray.exit_codes import EXIT_OK
+from mstar_ray.exit_codes import EXIT_OK, InputError
 from mstar_ray.families import family
 from mstar_ray.program_id import program_id
 from mstar_ray.run_config import RunConfig, load_run_config
@@ -57,13 +57,13 @@ def _run_column(run_dir: Path) -> tuple[Column, RunConfig, list[tuple[str, str]]
     config = load_run_config(run_dir / layout.CONFIG)
     summary_path = run_dir / layout.SUMMARY
     if not summary_path.is_file():
-        raise ValueError(f"{run_dir}: the run has not finished (no {layout.SUMMARY}): transfer needs the program it "
+        raise InputError(f"{run_dir}: the run has not finished (no {layout.SUMMARY}): transfer needs the program it "
                          "returns; finish it with mstar-ray run --resume")
     best = json.loads(summary_path.read_text())["best"]["id"]
     directory = RunDir(run_dir)
     column = Column(task=task_from_config(config.task), split=directory.read_split(), source=str(run_dir))
     if not column.split.test:
-        raise ValueError(f"{run_dir}: its split holds out no test items, so there is nothing to score a program on")
+        raise InputError(f"{run_dir}: its split holds out no test items, so there is nothing to score a program on")
     seeds = {program_id(seed.source): seed for seed in directory.read_seeds()}
     label = f"best of {run_dir.name}" + (f" = seed {seeds[best].name}" if best in seeds else "")
     return column, config, [(label, load_source(run_dir, best)), *((f"seed {s.name}", s.source) for s in seeds.values())]
@@ -93,7 +93,7 @@ class Crossing:
     @classmethod
     def of(cls, run_dirs: list[str], task_configs: list[str]) -> Crossing:
         if not run_dirs:
-            raise ValueError("give at least one run directory")
+            raise InputError("give at least one run directory")
         runs = [_run_column(Path(run_dir)) for run_dir in run_dirs]
         rows: dict[str, tuple[str, str]] = {}
         natives: dict[str, int] = {}

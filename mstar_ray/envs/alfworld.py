@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 from mstar_ray.envs.base import EnvDataMissing, EnvUnavailable, GameSpec, Observation
+from mstar_ray.exit_codes import InputError
 
 INSTALL = ("ALFWorld is not installed: pip install 'alfworld>=0.3' (it brings TextWorld); its data comes from "
            "alfworld-download on a machine with internet, given here as the task's data or $ALFWORLD_DATA")
@@ -57,7 +58,7 @@ def fold_games(data: str | None, fold: str) -> list[str]:
     """The solvable games of ``fold``, as paths under the data folder, sorted (as ALFWorld's own loader finds them,
     without its package: only files are read)."""
     if fold not in FOLDS:
-        raise ValueError(f"ALFWorld has no fold {fold!r}; its folds are {', '.join(FOLDS)}")
+        raise InputError(f"ALFWorld has no fold {fold!r}; its folds are {', '.join(FOLDS)}")
     folder = data_dir(data)
     found = []
     for trial in sorted((folder / GAMES_DIR / fold).glob(f"*/*/{GAME_FILE}")):

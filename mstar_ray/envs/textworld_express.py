@@ -11,6 +11,7 @@ import shutil
 
 from mstar_ray.envs.base import EnvUnavailable, GameSpec, Observation
 from mstar_ray.envs.transcript import one_line
+from mstar_ray.exit_codes import InputError
 
 INSTALL = "pip install textworld-express (or pip install 'mstar-ray[textworld]')"
 JAVA = ("TextWorldExpress runs its engine on Java (17 works), and no `java` is on PATH: install a JRE "
@@ -46,9 +47,9 @@ class TextWorldExpress:
         if self.loaded != (game.game, game.params):
             names = list(self.env.getGameNames())
             if game.game not in names:
-                raise ValueError(f"TextWorldExpress has no game {game.game!r}; its games are {', '.join(names)}")
+                raise InputError(f"TextWorldExpress has no game {game.game!r}; its games are {', '.join(names)}")
             if game.params and not _PARAMS.fullmatch(game.params):
-                raise ValueError(f"TextWorldExpress gameParams {game.params!r}: expected name=value pairs separated by "
+                raise InputError(f"TextWorldExpress gameParams {game.params!r}: expected name=value pairs separated by "
                                  "commas, e.g. numLocations=1,includeDoors=0")
             self.env.load(game.game, game.params)  # a ValueError naming the parameter when params are wrong
             self.loaded = (game.game, game.params)
@@ -58,7 +59,7 @@ class TextWorldExpress:
         seeds = {"train": self.env.getValidSeedsTrain, "dev": self.env.getValidSeedsDev,
                  "test": self.env.getValidSeedsTest}
         if game.fold not in seeds:
-            raise ValueError(f"TextWorldExpress has no fold {game.fold!r}; its folds are {', '.join(seeds)}")
+            raise InputError(f"TextWorldExpress has no fold {game.fold!r}; its folds are {', '.join(seeds)}")
         return [str(seed) for seed in seeds[game.fold]()]
 
     def reset(self, game: GameSpec) -> Observation:

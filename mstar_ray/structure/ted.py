@@ -20,10 +20,35 @@ with the product of the two trees' keyroot subtree sizes); ``scripts/bench_struc
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numba
 import numpy as np
 
 from mstar_ray.structure.tree import Tree
+
+
+def _on_disk_cache() -> bool:
+    """Whether numba keeps the compiled loops on disk, and where: in ``NUMBA_CACHE_DIR`` if set, else in the
+    user's cache folder (``~/.cache/mstar-ray/numba``), never beside this file. This file may be anywhere: a
+    read-only install, or a Ray job's copy of the checkout, where numba's cache beside the source failed
+    every search at its first distance (``FileNotFoundError`` from numba's compile). With no usable folder
+    (no home, a read-only one) the loops are compiled in each process instead, a second or two."""
+    if not numba.config.CACHE_DIR:
+        try:
+            base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        except RuntimeError:  # no home directory
+            return False
+        numba.config.CACHE_DIR = str(base / "mstar-ray" / "numba")
+    try:
+        Path(numba.config.CACHE_DIR).mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(numba.config.CACHE_DIR, os.W_OK | os.X_OK)
+
+
+_CACHE = _on_disk_cache()
 
 
 def tree_distance(a: Tree, b: Tree) -> int:
@@ -50,7 +75,7 @@ def normalise(distance: int, size_a: int, size_b: int) -> float:
     return 2.0 * distance / total if total else 0.0
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=_CACHE)
 def _keyroot_cells(sizes: np.ndarray) -> int:
     """Cells Zhang-Shasha fills on this tree's side: the sum over keyroots of subtree size + 1."""
     n = sizes.shape[0]
@@ -64,7 +89,7 @@ def _keyroot_cells(sizes: np.ndarray) -> int:
     return cells
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=_CACHE)
 def _keyroots(sizes: np.ndarray) -> np.ndarray:
     """Nodes with no ancestor sharing their leftmost leaf (the root and every non-first child), in
     increasing postorder so each keyroot's subproblems are solved before it needs them."""
@@ -79,7 +104,7 @@ def _keyroots(sizes: np.ndarray) -> np.ndarray:
     return np.nonzero(chosen)[0]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=_CACHE)
 def _zhang_shasha(labels_a: np.ndarray, sizes_a: np.ndarray, labels_b: np.ndarray, sizes_b: np.ndarray) -> int:
     n_a, n_b = labels_a.shape[0], labels_b.shape[0]
     leftmost_a = np.arange(n_a) - sizes_a + 1
@@ -115,7 +140,7 @@ def _zhang_shasha(labels_a: np.ndarray, sizes_a: np.ndarray, labels_b: np.ndarra
     return tree[n_a - 1, n_b - 1]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=_CACHE)
 def _distance(labels_a, sizes_a, mirror_labels_a, mirror_sizes_a, labels_b, sizes_b, mirror_labels_b,
               mirror_sizes_b) -> int:
     left = _keyroot_cells(sizes_a) * _keyroot_cells(sizes_b)

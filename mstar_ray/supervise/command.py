@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from mstar_ray.actors.wiring import RoleClients, probe_endpoints
-from mstar_ray.exit_codes import EXIT_OK
+from mstar_ray.exit_codes import EXIT_OK, InputError
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.supervise.llm_author import LLMAuthor
 from mstar_ray.supervise.offline_author import OfflineAuthor
@@ -29,7 +29,7 @@ def history(task: str | None, data: str | None, **options) -> tuple[list[RawText
         loaded = load_task(task, data=data, **options)
         return loaded.texts, f"the texts of {loaded.name} (its {len(loaded.items)} questions ignored)"
     if data is None:
-        raise ValueError("give --task NAME (its texts, not its questions) or --data DIR holding texts.jsonl")
+        raise InputError("give --task NAME (its texts, not its questions) or --data DIR holding texts.jsonl")
     return load_texts(data), f"{data}/texts.jsonl"
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mstar_ray.exit_codes import InputError
 from mstar_ray.config_file import describe_errors
 from mstar_ray.tasks.model import Item, RawText, Task
 
@@ -37,7 +38,7 @@ from mstar_ray.tasks.model import Item, RawText, Task
 FAMILY_MEMBERS: tuple[str, ...] = ("brief", "metric_for", "name", "run", "steps")
 
 
-class AdapterError(ValueError):
+class AdapterError(InputError):
     """A task adapter that cannot be used: the message names the file and what is missing or wrong."""
 
 

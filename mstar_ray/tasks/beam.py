@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
+from mstar_ray.exit_codes import InputError, MissingInput
 from mstar_ray.tasks.model import Item, RawText, Task, limit_items
 from mstar_ray.tasks.records import parse_record
 
@@ -82,9 +83,9 @@ def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})") from err
+        raise InputError(f"{path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})") from err
     except UnicodeDecodeError as err:
-        raise ValueError(f"{path} is not UTF-8 text: {err}") from err
+        raise InputError(f"{path} is not UTF-8 text: {err}") from err
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -104,10 +105,10 @@ def _conversations(folder: Path) -> list[Path]:
 def find_conversation(data: str | Path, size: str = "100K", conversation: int = 0) -> Path:
     """The folder of conversation number ``conversation`` (0-based, in id order) of the given size."""
     if size not in SIZES:
-        raise ValueError(f"BEAM size {size!r} is not one of {', '.join(SIZES)}")
+        raise InputError(f"BEAM size {size!r} is not one of {', '.join(SIZES)}")
     root = Path(data).expanduser()
     if not root.is_dir():
-        raise FileNotFoundError(
+        raise MissingInput(
             f"BEAM data directory not found: {root}. BEAM is not shipped with mstar-ray (it carries no licence): "
             "get the chats/ folder of github.com/mohammadtavakoli78/BEAM, or run its download_dataset.py, and "
             "point --data (task.data) at it"
@@ -117,13 +118,13 @@ def find_conversation(data: str | Path, size: str = "100K", conversation: int = 
     candidates = (root / "chats" / size, root / size, root)
     conversations = next((found for c in candidates if c.is_dir() and (found := _conversations(c))), [])
     if not conversations:
-        raise FileNotFoundError(
+        raise MissingInput(
             f"no BEAM conversation of size {size} under {root}: expected {root}/{size}/<id>/{CHAT_FILE} "
             f"(or {root}/chats/{size}/..., or a size or conversation folder)"
         )
     if isinstance(conversation, bool) or not isinstance(conversation, int) or not 0 <= conversation < len(conversations):
         ids = ", ".join(p.name for p in conversations[:20])
-        raise ValueError(
+        raise InputError(
             f"conversation {conversation!r} is out of range: {conversations[0].parent} holds {len(conversations)} "
             f"conversations (valid indices 0..{len(conversations) - 1}; ids {ids})"
         )
@@ -137,7 +138,7 @@ def find_conversation(data: str | Path, size: str = "100K", conversation: int = 
 def _texts(chat_file: Path) -> list[RawText]:
     raw = _read_json(chat_file)
     if not isinstance(raw, list):
-        raise ValueError(f"{chat_file}: expected a JSON list of batches, found {type(raw).__name__}")
+        raise InputError(f"{chat_file}: expected a JSON list of batches, found {type(raw).__name__}")
     texts: list[RawText] = []
     seen: dict[str, int] = {}
     anchor = ""
@@ -158,7 +159,7 @@ def _texts(chat_file: Path) -> list[RawText]:
                 header = f"[{anchor}] " if anchor else ""
                 texts.append(RawText(id=text_id, text=f"{header}{message.role}: {content}"))
     if not texts:
-        raise ValueError(f"{chat_file}: the conversation holds no messages")
+        raise InputError(f"{chat_file}: the conversation holds no messages")
     return texts
 
 
@@ -172,36 +173,36 @@ def _evidence(ids: list[Any] | dict[str, Any] | None, known: set[str]) -> list[s
 def _questions(questions_file: Path, conversation_id: str, known: set[str]) -> list[Item]:
     raw = _read_json(questions_file)
     if not isinstance(raw, dict):
-        raise ValueError(f"{questions_file}: expected a JSON object of abilities, found {type(raw).__name__}")
+        raise InputError(f"{questions_file}: expected a JSON object of abilities, found {type(raw).__name__}")
     questions: list[Item] = []
     for ability, items in raw.items():
         if ability not in ABILITIES:
-            raise ValueError(f"{questions_file}: unknown ability {ability!r}; BEAM's ten are {', '.join(ABILITIES)}")
+            raise InputError(f"{questions_file}: unknown ability {ability!r}; BEAM's ten are {', '.join(ABILITIES)}")
         if not isinstance(items, list):
-            raise ValueError(f"{questions_file}: {ability}: expected a list of questions, found {type(items).__name__}")
+            raise InputError(f"{questions_file}: {ability}: expected a list of questions, found {type(items).__name__}")
         for index, item in enumerate(items):
             where = f"{questions_file}: {ability}[{index}]"
             probe = parse_record(_Probe, item, where)
             answer = next((item[f] for f in ANSWER_FIELDS if isinstance(item.get(f), str) and item[f].strip()), None)
             if answer is None:
-                raise ValueError(f"{where}: no reference answer (one of the fields {', '.join(ANSWER_FIELDS)})")
+                raise InputError(f"{where}: no reference answer (one of the fields {', '.join(ANSWER_FIELDS)})")
             questions.append(Item(
                 id=f"{conversation_id}/{ability}/{index}", question=probe.question, answer=answer.strip(),
                 category=ability.replace("_", "-"), evidence=_evidence(probe.source_chat_ids, known),
             ))
     if not questions:
-        raise ValueError(f"{questions_file}: no probing questions")
+        raise InputError(f"{questions_file}: no probing questions")
     return questions
 
 
 def load_beam(data: str | Path | None, *, size: str = "100K", conversation: int = 0, limit: int | None = None) -> Task:
     """One BEAM conversation as a task named ``beam/<size>/<id>``; question ids ``<id>/<ability>/<i>``."""
     if data is None:
-        raise ValueError("the beam task needs its data directory: --data DIR (task.data); BEAM is not shipped")
+        raise InputError("the beam task needs its data directory: --data DIR (task.data); BEAM is not shipped")
     folder = find_conversation(data, size, conversation)
     questions_file = folder / QUESTIONS_FILE
     if not questions_file.is_file():
-        raise FileNotFoundError(f"{folder}: no {QUESTIONS_FILE} beside {CHAT_FILE}")
+        raise MissingInput(f"{folder}: no {QUESTIONS_FILE} beside {CHAT_FILE}")
     texts = _texts(folder / CHAT_FILE)
     questions = _questions(questions_file, folder.name, {t.id for t in texts})
     return Task(name=f"beam/{size}/{folder.name}", texts=texts, items=limit_items(questions, limit))

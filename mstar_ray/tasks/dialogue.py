@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
+from mstar_ray.exit_codes import InputError
 from mstar_ray.tasks.model import EvidenceUnit, RawText
 
 Granularity = Literal["session", "turn"]
@@ -37,7 +38,7 @@ def dialogue_texts(number: int, date: str, turns: list[tuple[str, str]], granula
                                                                           end=len(lead) + len(line))])
                 for turn_id, line in turns]
     if granularity != "session":
-        raise ValueError(f"granularity must be one of {', '.join(GRANULARITIES)}, got {granularity!r}")
+        raise InputError(f"granularity must be one of {', '.join(GRANULARITIES)}, got {granularity!r}")
     if not turns:
         return []
     # One line per turn: a turn's own line breaks (a few in LoCoMo) would split it.

@@ -16,6 +16,7 @@ from typing import NamedTuple
 from mstar_ray.envs.base import EpisodeSpec, GameSpec, Observation
 from mstar_ray.envs.process import EnvProcess
 from mstar_ray.envs.transcript import Transcript, opening
+from mstar_ray.exit_codes import InputError
 from mstar_ray.tasks.model import Item, RawText, Task, limit_items
 
 # An expert never wanders; this only stops a broken one.
@@ -36,7 +37,7 @@ def draw(games: Sequence[str], counts: Sequence[int], rng: random.Random, what: 
     """Disjoint seeded samples of ``counts`` games from ``games``, one list per count."""
     wanted = sum(counts)
     if wanted > len(games):
-        raise ValueError(f"{what}: {wanted} games wanted but only {len(games)} exist")
+        raise InputError(f"{what}: {wanted} games wanted but only {len(games)} exist")
     chosen = rng.sample(sorted(games), wanted)
     out, start = [], 0
     for count in counts:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mstar_ray.exit_codes import InputError
 from mstar_ray.tasks.model import Task
 from mstar_ray.tasks.records import parse_record, read_json_lines
 from mstar_ray.tasks.rubric import Criterion, Message, RubricRecord, check_conversation, check_rubric, rubric_file_task
@@ -63,7 +64,7 @@ def _record(raw: dict, where: str) -> RubricRecord:
     check_rubric(criteria, where, "rubrics")
     themes = [tag[len(THEME):] for tag in record.example_tags if tag.startswith(THEME) and tag[len(THEME):]]
     if not themes:
-        raise ValueError(f"{where}: field 'example_tags': no '{THEME}...' tag; the theme is the item's category")
+        raise InputError(f"{where}: field 'example_tags': no '{THEME}...' tag; the theme is the item's category")
     ideal = record.ideal_completions_data.ideal_completion if record.ideal_completions_data else None
     return RubricRecord(id=record.prompt_id, category=themes[0], messages=record.prompt, criteria=criteria,
                         reference=ideal, trainable=ideal is not None)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from mstar_ray.exit_codes import InputError, MissingInput
 from mstar_ray.tasks.model import EvidenceUnit, Item, RawText, Task, limit_items
 
 if TYPE_CHECKING:
@@ -79,28 +80,28 @@ def _field_error(err: ValidationError) -> str:
 
 def _read(path: Path, model: type[Record]) -> list[tuple[int, Record]]:
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found; a jsonl task directory holds {TEXTS_FILE} and {QUESTIONS_FILE} "
-                                "(docs/howto/own-task-jsonl.md gives their fields)")
+        raise MissingInput(f"{path}: not found; a jsonl task directory holds {TEXTS_FILE} and {QUESTIONS_FILE} "
+                           "(docs/howto/own-task-jsonl.md gives their fields)")
     records: list[tuple[int, Record]] = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as err:
-        raise ValueError(f"{path}: not UTF-8 text: {err}") from None
+        raise InputError(f"{path}: not UTF-8 text: {err}") from None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             raw = json.loads(line)
         except json.JSONDecodeError as err:
-            raise ValueError(f"{path} line {number}: not JSON ({err.msg} at column {err.colno})") from None
+            raise InputError(f"{path} line {number}: not JSON ({err.msg} at column {err.colno})") from None
         if not isinstance(raw, dict):
-            raise ValueError(f"{path} line {number}: expected a JSON object, found {type(raw).__name__}")
+            raise InputError(f"{path} line {number}: expected a JSON object, found {type(raw).__name__}")
         try:
             records.append((number, model.model_validate(raw)))
         except ValidationError as err:
-            raise ValueError(f"{path} line {number}: {_field_error(err)}") from None
+            raise InputError(f"{path} line {number}: {_field_error(err)}") from None
     if not records:
-        raise ValueError(f"{path}: no records")
+        raise InputError(f"{path}: no records")
     return records
 
 
@@ -108,7 +109,7 @@ def _unique(path: Path, records: list[tuple[int, _Text]] | list[tuple[int, _Ques
     seen: dict[str, int] = {}
     for number, record in records:
         if record.id in seen:
-            raise ValueError(f"{path} line {number}: field id: {record.id!r} is already the id of line {seen[record.id]}")
+            raise InputError(f"{path} line {number}: field id: {record.id!r} is already the id of line {seen[record.id]}")
         seen[record.id] = number
 
 
@@ -116,7 +117,7 @@ def load_texts(folder: str | Path) -> list[RawText]:
     """The raw texts of a directory holding ``texts.jsonl`` (a history without questions, for ``supervise``)."""
     path = Path(folder).expanduser()
     if not path.is_dir():
-        raise FileNotFoundError(f"{path}: not a directory holding {TEXTS_FILE}")
+        raise MissingInput(f"{path}: not a directory holding {TEXTS_FILE}")
     return _texts(path / TEXTS_FILE)
 
 
@@ -127,7 +128,7 @@ def _texts(path: Path) -> list[RawText]:
     for number, record in records:
         for index, unit in enumerate(record.units):
             if unit.end > len(record.text) or unit.start >= unit.end:
-                raise ValueError(f"{path} line {number}: field units.{index}: spans {unit.start}..{unit.end}, outside "
+                raise InputError(f"{path} line {number}: field units.{index}: spans {unit.start}..{unit.end}, outside "
                                  f"the text's {len(record.text)} characters")
         texts.append(RawText(id=record.id, text=record.text,
                              units=[EvidenceUnit(id=u.id, start=u.start, end=u.end) for u in record.units]))
@@ -138,8 +139,8 @@ def load_jsonl(data: str | Path, *, limit: int | None = None) -> Task:
     """The task in directory ``data``, named ``jsonl/<directory name>``."""
     folder = Path(data).expanduser()
     if not folder.is_dir():
-        raise FileNotFoundError(f"{folder}: not a directory; the jsonl task reads {TEXTS_FILE} and {QUESTIONS_FILE} "
-                                "from the directory given as data (--data DIR)")
+        raise MissingInput(f"{folder}: not a directory; the jsonl task reads {TEXTS_FILE} and {QUESTIONS_FILE} "
+                           "from the directory given as data (--data DIR)")
     texts = _texts(folder / TEXTS_FILE)
     citable = {t.id for t in texts} | {u.id for t in texts for u in t.units}
     path = folder / QUESTIONS_FILE
@@ -149,7 +150,7 @@ def load_jsonl(data: str | Path, *, limit: int | None = None) -> Task:
     for number, record in records:
         for index, evidence in enumerate(record.evidence):
             if evidence not in citable:
-                raise ValueError(f"{path} line {number}: field evidence.{index}: {evidence!r} is no text or unit id "
+                raise InputError(f"{path} line {number}: field evidence.{index}: {evidence!r} is no text or unit id "
                                  f"of {TEXTS_FILE}")
         items.append((Item(id=record.id, question=record.question, answer=record.answer, category=record.category,
                            evidence=record.evidence), record.split))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from mstar_ray.exit_codes import InputError, MissingInput
 from mstar_ray.tasks.dialogue import Granularity, dialogue_texts, granularity_suffix
 from mstar_ray.tasks.model import Item, RawText, Task, limit_items
 
@@ -50,7 +51,7 @@ _EVIDENCE_ID = re.compile(r"[Dd]:?(\d+):(\d+)")
 _EVIDENCE_SEPARATORS = re.compile(r"[;,\s]+")
 
 
-class DataNotFoundError(FileNotFoundError):
+class DataNotFoundError(MissingInput):
     """The LoCoMo file is in none of the searched places; ``searched`` lists them in search order."""
 
     def __init__(self, message: str, searched: list[str]) -> None:
@@ -162,11 +163,11 @@ def _read_json(path: str, mtime_ns: int, size: int) -> list[Any]:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})") from err
+        raise InputError(f"{path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})") from err
     except UnicodeDecodeError as err:
-        raise ValueError(f"{path} is not UTF-8 text, so it cannot be the LoCoMo JSON file: {err}") from err
+        raise InputError(f"{path} is not UTF-8 text, so it cannot be the LoCoMo JSON file: {err}") from err
     if not isinstance(data, list):
-        raise ValueError(
+        raise InputError(
             f"{path} does not look like LoCoMo data: expected a JSON list of samples at the top level, "
             f"found {type(data).__name__}"
         )
@@ -189,7 +190,7 @@ def _parse_sample(file: Path, index: int, raw: Any) -> _RawSample:
     try:
         return _RawSample.model_validate(raw)
     except ValidationError as err:
-        raise ValueError(f"{file}: sample {index} does not have the LoCoMo structure: {_describe(err)}") from err
+        raise InputError(f"{file}: sample {index} does not have the LoCoMo structure: {_describe(err)}") from err
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -215,7 +216,7 @@ def _texts(file: Path, sample: _RawSample, granularity: Granularity) -> tuple[li
         if match is None:
             continue
         if not isinstance(value, list):
-            raise ValueError(
+            raise InputError(
                 f"{file}: {sample.sample_id}: {key} should be a list of turns, found {type(value).__name__}"
             )
         sessions.append((int(match.group(1)), key))
@@ -227,15 +228,15 @@ def _texts(file: Path, sample: _RawSample, granularity: Granularity) -> tuple[li
     for number, key in sessions:
         date_time = conversation.get(f"{key}_date_time")
         if not isinstance(date_time, str) or not date_time.strip():
-            raise ValueError(f"{file}: {sample.sample_id}: {key} has turns but no {key}_date_time string")
+            raise InputError(f"{file}: {sample.sample_id}: {key} has turns but no {key}_date_time string")
         turns: list[tuple[str, str]] = []
         for position, raw_turn in enumerate(conversation[key]):
             try:
                 turn = _RawTurn.model_validate(raw_turn)
             except ValidationError as err:
-                raise ValueError(f"{file}: {sample.sample_id}: {key} turn {position}: {_describe(err)}") from err
+                raise InputError(f"{file}: {sample.sample_id}: {key} turn {position}: {_describe(err)}") from err
             if turn.dia_id in seen_set:
-                raise ValueError(f"{file}: {sample.sample_id}: dialogue id {turn.dia_id} occurs twice")
+                raise InputError(f"{file}: {sample.sample_id}: dialogue id {turn.dia_id} occurs twice")
             seen.append(turn.dia_id)
             seen_set.add(turn.dia_id)
             turns.append((turn.dia_id, _turn_line(turn)))
@@ -303,7 +304,7 @@ def _check_categories(categories: Iterable[int]) -> tuple[int, ...]:
     bad = [c for c in chosen if isinstance(c, bool) or c not in CATEGORY_NAMES]
     if bad or not chosen:
         valid = ", ".join(f"{k} ({v})" for k, v in CATEGORY_NAMES.items())
-        raise ValueError(f"categories must be a non-empty selection of {valid}; got {chosen!r}")
+        raise InputError(f"categories must be a non-empty selection of {valid}; got {chosen!r}")
     return chosen
 
 
@@ -315,7 +316,7 @@ def _build(
     file, samples = _load_samples(path)
     if isinstance(conversation, bool) or not isinstance(conversation, int) or not 0 <= conversation < len(samples):
         valid = f"0..{len(samples) - 1}" if samples else "none, the file holds no conversations"
-        raise ValueError(
+        raise InputError(
             f"conversation {conversation!r} is out of range: {file} holds {len(samples)} conversations "
             f"(valid indices: {valid})"
         )

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mstar_ray.exit_codes import InputError
 from mstar_ray.tasks.model import Task
 from mstar_ray.tasks.records import parse_record, read_json_lines
 from mstar_ray.tasks.rubric import Criterion, Message, RubricRecord, check_conversation, check_rubric, rubric_file_task
@@ -72,16 +73,16 @@ def _criterion(raw: _Criterion, where: str, index: int) -> Criterion:
     notes = raw.annotations
     weight_class = notes.weight_class.strip().lower()
     if weight_class not in WEIGHT_CLASSES:
-        raise ValueError(f"{where}: field '{place}.weight_class': {notes.weight_class!r} is not one of "
+        raise InputError(f"{where}: field '{place}.weight_class': {notes.weight_class!r} is not one of "
                          f"{', '.join(WEIGHT_CLASSES)}")
     weight_field = weight_class.replace(" ", "_") + "_weight"
     weight = (notes.model_extra or {}).get(weight_field)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight == 0:
-        raise ValueError(f"{where}: field '{place}.{weight_field}': the weight of a {weight_class!r} criterion must be "
+        raise InputError(f"{where}: field '{place}.{weight_field}': the weight of a {weight_class!r} criterion must be "
                          f"a non-zero number, found {weight!r}")
     text = (raw.title or "").strip() or (notes.criteria_description or "").strip()
     if not text:
-        raise ValueError(f"{where}: field 'rubric.{index}.title': the criterion has no text (title or "
+        raise InputError(f"{where}: field 'rubric.{index}.title': the criterion has no text (title or "
                          "annotations.criteria_description)")
     points = abs(weight) if weight_class in POSITIVE_CLASSES else -abs(weight)
     tags = [f"category:{notes.criteria_category}"] if notes.criteria_category else []
@@ -93,7 +94,7 @@ def _text(row: dict[str, Any], key: str, where: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise ValueError(f"{where}: field {key!r}: expected a string, found {type(value).__name__}")
+        raise InputError(f"{where}: field {key!r}: expected a string, found {type(value).__name__}")
     return value.strip()
 
 
@@ -103,7 +104,7 @@ def _conversation(row: dict[str, Any], where: str) -> list[Message]:
         prompt = _text(row, f"prompt_{turn}", where)
         references = row.get(f"reference_texts_{turn}") or []
         if not isinstance(references, list) or not all(isinstance(r, str) for r in references):
-            raise ValueError(f"{where}: field 'reference_texts_{turn}': expected a list of strings")
+            raise InputError(f"{where}: field 'reference_texts_{turn}': expected a list of strings")
         if prompt:
             blocks = [f"Reference text {k}:\n{text}" for k, text in enumerate(references)]
             messages.append(Message(role="user", content="\n\n".join([*blocks, prompt])))
@@ -130,7 +131,7 @@ def _rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
         try:
             rows = pq.read_table(path).to_pylist()
         except Exception as err:  # pyarrow raises several types for a file that is not Parquet
-            raise ValueError(f"{path} is not a readable Parquet file: {err}") from err
+            raise InputError(f"{path} is not a readable Parquet file: {err}") from err
         return [(f"{path}: row {number}", row) for number, row in enumerate(rows, 1)]
     return [(f"{path}: line {number}", row) for number, row in read_json_lines(path)]
 

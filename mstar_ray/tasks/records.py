@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from mstar_ray.exit_codes import InputError
+
 Model = TypeVar("Model", bound=BaseModel)
 
 
@@ -21,7 +23,7 @@ def parse_record(model: type[Model], raw: Any, where: str) -> Model:
         first = err.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "<record>"
         more = err.error_count() - 1
-        raise ValueError(f"{where}: field {field!r}: {first['msg']}" + (f" (and {more} more problems)" if more else "")) from None
+        raise InputError(f"{where}: field {field!r}: {first['msg']}" + (f" (and {more} more problems)" if more else "")) from None
 
 
 def read_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -29,7 +31,7 @@ def read_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as err:
-        raise ValueError(f"{path} is not UTF-8 text: {err}") from err
+        raise InputError(f"{path} is not UTF-8 text: {err}") from err
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -38,7 +40,7 @@ def read_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         except json.JSONDecodeError as err:
             # json's messages end in " at" when the position is meant to follow ("Unterminated string starting at")
             at = f"{err.msg} column {err.colno}" if err.msg.endswith(" at") else f"{err.msg} at column {err.colno}"
-            raise ValueError(f"{path}: line {number}: not valid JSON ({at})") from None
+            raise InputError(f"{path}: line {number}: not valid JSON ({at})") from None
         if not isinstance(value, dict):
-            raise ValueError(f"{path}: line {number}: expected a JSON object, found {type(value).__name__}")
+            raise InputError(f"{path}: line {number}: expected a JSON object, found {type(value).__name__}")
         yield number, value

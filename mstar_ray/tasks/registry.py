@@ -18,6 +18,7 @@ from pydantic import BeforeValidator, Discriminator, Tag, TypeAdapter, Validatio
 from mstar_ray.config_file import describe_errors
 from mstar_ray.tasks import options as o
 from mstar_ray.tasks.adapter import AdapterTask, adapter_task
+from mstar_ray.exit_codes import InputError
 from mstar_ray.tasks.model import Task
 
 
@@ -96,10 +97,11 @@ def load_task(name: str, **options: Any) -> Task:
     an unknown name lists the valid ones."""
     key = name.strip().lower()
     if key not in _TASKS:
-        raise ValueError(f"unknown task {name!r}; valid task names: {', '.join(TASK_NAMES)}")
+        raise InputError(f"unknown task {name!r}; valid task names: {', '.join(TASK_NAMES)}")
     given = {k: v for k, v in options.items() if v is not None}
     try:
         config = options_model(key).model_validate({"name": key, **given})
     except ValidationError as exc:
-        raise ValueError(describe_errors(options_model(key), exc, f"task {key}")) from None
+        raise InputError(describe_errors(options_model(key), exc, f"task {key}")) from None
     return task_from_config(config)
+from mstar_ray.exit_codes import InputError

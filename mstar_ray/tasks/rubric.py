@@ -29,6 +29,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from mstar_ray.exit_codes import InputError, MissingInput
 from mstar_ray.tasks.model import Item, RawText, Task, limit_items
 
 FAMILY = "rubric"
@@ -89,22 +90,22 @@ class RubricRecord(NamedTuple):
 def check_rubric(criteria: Sequence[Criterion], where: str, field: str) -> None:
     """A rubric must be able to score: some criterion has positive points (the score divides by their total)."""
     if not criteria:
-        raise ValueError(f"{where}: field {field!r}: the rubric has no criteria")
+        raise InputError(f"{where}: field {field!r}: the rubric has no criteria")
     if not any(c.points > 0 for c in criteria):
         points = ", ".join(f"{c.points:g}" for c in criteria)
-        raise ValueError(f"{where}: field {field!r}: no criterion has positive points ({points}); the score is the "
+        raise InputError(f"{where}: field {field!r}: no criterion has positive points ({points}); the score is the "
                          "points met over the total of the positive points, so this rubric cannot score a response")
 
 
 def check_conversation(messages: Sequence[Message], where: str, field: str) -> None:
     if not messages:
-        raise ValueError(f"{where}: field {field!r}: the conversation has no messages")
+        raise InputError(f"{where}: field {field!r}: the conversation has no messages")
     if messages[-1].role != "user":
-        raise ValueError(f"{where}: field {field!r}: the conversation's last message is the {messages[-1].role}'s; "
+        raise InputError(f"{where}: field {field!r}: the conversation's last message is the {messages[-1].role}'s; "
                          "it must end with the user message to respond to")
     empty = next((i for i, m in enumerate(messages) if not m.content.strip()), None)
     if empty is not None:
-        raise ValueError(f"{where}: field '{field}.{empty}.content': the message is empty")
+        raise InputError(f"{where}: field '{field}.{empty}.content': the message is empty")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -206,13 +207,13 @@ def rubric_task(name: str, records: Sequence[RubricRecord], *, where: str, train
     seen: dict[str, int] = {}
     for number, record in enumerate(records):
         if record.id in seen:
-            raise ValueError(f"{where}: records {seen[record.id] + 1} and {number + 1} have the same id {record.id!r}")
+            raise InputError(f"{where}: records {seen[record.id] + 1} and {number + 1} have the same id {record.id!r}")
         seen[record.id] = number
     if only_categories:
         present = sorted({r.category for r in records})
         unknown = sorted(set(only_categories) - set(present))
         if unknown:
-            raise ValueError(f"{where}: no item of categor{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown)}; "
+            raise InputError(f"{where}: no item of categor{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown)}; "
                              f"the file's categories are {', '.join(present)}")
         records = [r for r in records if r.category in set(only_categories)]
     train = training_ids(records, train_share, seed)
@@ -224,7 +225,7 @@ def rubric_task(name: str, records: Sequence[RubricRecord], *, where: str, train
         for r in records if r.id not in train
     ]
     if not items:
-        raise ValueError(f"{where}: every record became a training text (train_share {train_share}); none is left "
+        raise InputError(f"{where}: every record became a training text (train_share {train_share}); none is left "
                          "to evaluate")
     return Task(name=name, family=FAMILY, texts=texts, items=limit_items(items, limit))
 
@@ -235,13 +236,13 @@ def rubric_file_task(benchmark: str, title: str, data: str | Path | None, read: 
     """The task ``<benchmark>/<file stem>`` of a benchmark file the user supplies (``read`` parses and checks
     it); ``kind`` says what file it takes, ``how_to_get`` where to get one: we never ship these benchmarks."""
     if data is None:
-        raise ValueError(f"the {benchmark} task needs its {kind}: --data FILE (task.data); {title} is not shipped")
+        raise InputError(f"the {benchmark} task needs its {kind}: --data FILE (task.data); {title} is not shipped")
     path = Path(data).expanduser()
     if not path.is_file():
-        raise FileNotFoundError(f"{title} file not found: {path}. {title} is not shipped with mstar-ray: {how_to_get} "
-                                "and point --data (task.data) at it")
+        raise MissingInput(f"{title} file not found: {path}. {title} is not shipped with mstar-ray: {how_to_get} "
+                           "and point --data (task.data) at it")
     records = read(path)
     if not records:
-        raise ValueError(f"{path}: no records")
+        raise InputError(f"{path}: no records")
     return rubric_task(f"{benchmark}/{path.stem}", records, where=str(path), train_share=train_share, seed=seed,
                        limit=limit, only_categories=only_categories)

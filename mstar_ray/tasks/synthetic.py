@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import TYPE_CHECKING
 
+from mstar_ray.exit_codes import InputError
 from mstar_ray.tasks.dialogue import Granularity, dialogue_texts, granularity_suffix
 from mstar_ray.tasks.model import Item, RawText, Task, limit_items
 
@@ -525,15 +526,15 @@ def make_synthetic(seed: int = 0, sessions: int = 16, personas: int = 2, questio
     defaults so that different tasks never share a name.
     """
     if not 2 <= personas <= MAX_PERSONAS:
-        raise ValueError(f"personas must be between 2 and {MAX_PERSONAS}, got {personas}")
+        raise InputError(f"personas must be between 2 and {MAX_PERSONAS}, got {personas}")
     if questions_per_category < 1:
-        raise ValueError(f"questions_per_category must be at least 1, got {questions_per_category}")
+        raise InputError(f"questions_per_category must be at least 1, got {questions_per_category}")
     rng = random.Random(seed)
     pairs = _participants(rng, sessions, personas)
     attendance = [[s for s, pair in enumerate(pairs) if p in pair] for p in range(personas)]
     fewest = min(len(a) for a in attendance)
     if fewest < MIN_SESSIONS_PER_PERSONA:
-        raise ValueError(
+        raise InputError(
             f"{sessions} sessions are too few for {personas} personas: each persona needs at least "
             f"{MIN_SESSIONS_PER_PERSONA} sessions, the least-seen one gets {fewest}"
         )

@@ -1,0 +1,67 @@
+"""Errors say what failed: exit 2 only for input the user can fix (naming the file, key or argument), and
+any other exception exit 3, one line naming the component, its full traceback in the run directory's
+error.log (and on stderr with --debug)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mstar_ray.cli import main
+from mstar_ray.exit_codes import InputError, MissingInput
+from tests.conftest import ROOT
+
+
+def test_bad_input_exits_2_naming_the_key_the_file_or_the_argument(tmp_path, capsys):
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({"task": {"name": "synthetic"}, "search": {"max_candidatez": 3}}))
+    assert main(["run", str(config), "--run-dir", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert f"{config}: invalid config" in err and "search.max_candidatez: unknown key; did you mean 'max_candidates'?" in err
+
+    missing = tmp_path / "no-such-task"
+    config.write_text(yaml.safe_dump({"task": {"name": "jsonl", "data": str(missing)}, "search": {"max_candidates": 3}}))
+    assert main(["run", str(config), "--run-dir", str(tmp_path / "b")]) == 2
+    assert str(missing) in capsys.readouterr().err
+
+    texts = tmp_path / "task"
+    texts.mkdir()
+    (texts / "texts.jsonl").write_text('{"id": "t1", "text": "hello"}\n{"id": "t2", "text": \n')
+    (texts / "questions.jsonl").write_text("")
+    assert main(["eval", str(ROOT / "seeds" / "vector_search.py"), "--task", "jsonl", "--data", str(texts),
+                 "--embedder", "hashing"]) == 2
+    assert f"{texts / 'texts.jsonl'} line 2: not JSON" in capsys.readouterr().err
+
+    assert main(["eval", str(ROOT / "seeds" / "vector_search.py"), "--texts", "0", "--embedder", "hashing"]) == 2
+    assert "--texts must be at least 1, got 0" in capsys.readouterr().err
+    assert not list(tmp_path.glob("*/error.log"))  # bad input leaves no traceback: nothing to report
+
+
+def test_an_internal_failure_exits_3_naming_the_component_with_its_traceback_kept(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    shutil.copy(ROOT / "experiments" / "quickstart.yaml", run_dir / "config.yaml")
+    (run_dir / "candidates.arrows").mkdir()  # not something a user gives: a state the code never expects
+    assert main(["status", str(run_dir)]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("internal error in mstar_ray.runlog.reader (") and "candidates.arrows" in err[0]
+    assert err[1] == f"the full traceback is in {run_dir / 'error.log'} (--debug prints it here); please report it"
+    logged = (run_dir / "error.log").read_text()
+    assert logged.count("Traceback (most recent call last)") == 1 and "mstar_ray/runlog/reader.py" in logged
+
+    assert main(["status", str(run_dir), "--debug"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "mstar_ray/runlog/reader.py" in err
+    assert (run_dir / "error.log").read_text().count("Traceback (most recent call last)") == 2  # appended
+
+
+def test_an_input_error_is_a_value_error_and_a_missing_input_a_file_not_found_error():
+    # callers that catch the builtin types keep working; only the CLI tells them apart from bugs
+    assert issubclass(InputError, ValueError) and issubclass(MissingInput, FileNotFoundError)
+    with pytest.raises(MissingInput, match="seed file nowhere.py not found"):
+        from mstar_ray.seeds import resolve
+
+        resolve("nowhere.py", Path("/nonexistent"))
