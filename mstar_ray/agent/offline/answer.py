@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from mstar_ray import text as tx
+from mstar_ray.agent.offline.statements import statements
 
 IDK = "I don't know"
 
@@ -23,21 +24,10 @@ class _Unit:
 
 def _context_units(text: str) -> list[_Unit]:
     units: list[_Unit] = []
-    anchor: tx.DateMention | None = None
-    for line_no, line in enumerate(text.splitlines()):
-        if not line.strip():
-            continue
-        turn = tx.parse_turn(line)
-        line_dates = [d for d in tx.find_dates(line) if d.day and d.year]
-        if turn.date is not None and turn.date.year:
-            anchor = turn.date
-        elif line_dates:
-            anchor = line_dates[0]
-        # Otherwise keep the previous anchor: lines under a session header inherit its date.
-        extra = tx.content_stems(f"{turn.speaker} {turn.header}")
-        for sentence in tx.split_sentences(turn.body) or [turn.body]:
-            terms = frozenset(tx.content_stems(sentence) + extra)
-            units.append(_Unit(len(units), line_no, sentence, turn.speaker, anchor, terms))
+    for s in statements(text):
+        extra = tx.content_stems(f"{s.speaker} {s.header}")
+        units.append(_Unit(s.order, s.line, s.sentence, s.speaker, s.anchor,
+                           frozenset(tx.content_stems(s.sentence) + extra)))
     return units
 
 
@@ -165,12 +155,18 @@ _SPAN_CANDIDATES = 3
 _SPAN_SCORE_RATIO = 0.75
 
 
-def answer_from_context(context: str, question: str) -> str:
-    """Pick the best-supported sentence for the question, then cut the span the question asks for."""
+# A reply this short that shares nothing with the question is itself the answer (a memory that answered for
+# the model: "7 May 2023", "Likely no"); a model asked the question would repeat it.
+_SHORT_ANSWER_WORDS = 8
+_BULLET = re.compile(r"^\s*(?:[-*\u2022]+|\d{1,2}[.)])\s*")
+
+
+def rank_sentences(context: str, question: str) -> list[tuple[float, "_Unit"]]:
+    """The context's sentences that share content with the question, best-supported first."""
     units = _context_units(context)
     q_stems = set(tx.content_stems(question))
     if not units or not q_stems:
-        return IDK
+        return []
     q_tokens = set(tx.tokenize(question))
     qtype = _question_type(question)
     idf = tx.idf_weights(u.terms for u in units)
@@ -197,16 +193,36 @@ def answer_from_context(context: str, question: str) -> str:
             ):
                 score += _TYPE_BONUS
         ranked.append((score, unit.order, unit))
-    if not ranked:
-        return IDK
     ranked.sort(key=lambda r: (-r[0], r[1]))
-    top = ranked[0][0]
+    return [(score, unit) for score, _, unit in ranked]
 
+
+def short_reply(context: str) -> str | None:
+    """The context itself when it is a bare answer (one short line, no speaker or date), else None."""
+    lines = [_BULLET.sub("", line).strip() for line in context.strip().splitlines() if line.strip()]
+    if len(lines) != 1 or not 0 < len(lines[0].split()) <= _SHORT_ANSWER_WORDS:
+        return None
+    turn = tx.parse_turn(lines[0])
+    if turn.header or turn.speaker:
+        return None  # a remembered line, not an answer someone gave
+    return lines[0].rstrip(".")
+    return None
+
+
+def answer_from_context(context: str, question: str) -> str:
+    """Pick the best-supported sentence for the question, then cut the span the question asks for."""
+    ranked = rank_sentences(context, question)
+    if not ranked:
+        return short_reply(context) or IDK
+    q_stems = set(tx.content_stems(question))
+    q_tokens = set(tx.tokenize(question))
+    qtype = _question_type(question)
+    top = ranked[0][0]
     if qtype != "other":
-        for score, _, unit in ranked[:_SPAN_CANDIDATES]:
+        for score, unit in ranked[:_SPAN_CANDIDATES]:
             if score < top * _SPAN_SCORE_RATIO:
                 break
             span = _typed_span(unit, qtype, q_tokens)
             if span:
                 return span
-    return _generic_span(ranked[0][2].sentence, q_tokens, q_stems)
+    return _generic_span(ranked[0][1].sentence, q_tokens, q_stems)
