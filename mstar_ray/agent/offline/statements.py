@@ -39,11 +39,10 @@ class Statement:
         return resolve_dates(self.sentence, self.anchor)
 
     def render(self, with_date: bool = False) -> str:
-        """"Speaker: sentence" with dates resolved, optionally led by the line's date."""
+        """"Speaker: sentence" with dates resolved; with ``with_date``, led by the line's date ("[8 May 2023] ")."""
         said = f"{self.speaker}: {self.resolved}" if self.speaker else self.resolved
-        if with_date and self.anchor is not None:
-            return f"({self.anchor.text}) {said}"
-        return said
+        date = self.header or (self.anchor.text if self.anchor is not None else "")
+        return f"[{date}] {said}" if with_date and date else said
 
 
 def resolve_dates(sentence: str, anchor: tx.DateMention | None) -> str:
@@ -68,6 +67,11 @@ def statements(text: str) -> list[Statement]:
         if not line.strip():
             continue
         turn = tx.parse_turn(line)
+        inner = tx.parse_turn(turn.body) if turn.speaker else None
+        if inner is not None and inner.speaker:
+            # "Facts: Caroline: I went ...": a label over a remembered turn; the turn's speaker is who said it.
+            turn = tx.Turn(header=turn.header or inner.header, speaker=inner.speaker, body=inner.body,
+                           date=turn.date or inner.date)
         line_dates = [d for d in tx.find_dates(line) if d.day and d.year]
         if turn.date is not None and turn.date.year:
             anchor = turn.date
