@@ -31,7 +31,7 @@ def _context_units(text: str) -> list[_Unit]:
     return units
 
 
-def _question_type(question: str) -> str:
+def question_type(question: str) -> str:
     q = " ".join(tx.tokenize(question))
     first = q.split(" ", 1)[0] if q else ""
     if re.search(r"\b(what|which) year\b", q):
@@ -168,7 +168,7 @@ def rank_sentences(context: str, question: str) -> list[tuple[float, "_Unit"]]:
     if not units or not q_stems:
         return []
     q_tokens = set(tx.tokenize(question))
-    qtype = _question_type(question)
+    qtype = question_type(question)
     idf = tx.idf_weights(u.terms for u in units)
 
     line_terms: dict[int, set[str]] = {}
@@ -216,7 +216,7 @@ def answer_from_context(context: str, question: str) -> str:
         return short_reply(context) or IDK
     q_stems = set(tx.content_stems(question))
     q_tokens = set(tx.tokenize(question))
-    qtype = _question_type(question)
+    qtype = question_type(question)
     top = ranked[0][0]
     if qtype != "other":
         for score, unit in ranked[:_SPAN_CANDIDATES]:
