@@ -3,7 +3,8 @@ under a real model in a file, each program evaluated here on a task, and the two
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python scripts/proxy_agreement.py PROGRAMS_DIR SCORES.json
         [--task locomo] [--conversations 0-7] [--limit N] [--texts N] [--data PATH]
-        [--backend offline|llm --llm-url URL --llm-model NAME] [--cache FILE.sqlite] [--json OUT.json]
+        [--backend offline|llm --llm-url URL --llm-model NAME] [--embedder minilm|hashing] [--cache FILE.sqlite]
+        [--json OUT.json]
 
 PROGRAMS_DIR holds one ``<id>.py`` per program; SCORES.json maps each id to its score under the real model
 (``{"id": 0.25, ...}``). Every program with a score is evaluated with the protocol of ``mstar-ray eval`` on each
@@ -145,6 +146,8 @@ def llm_settings(args: argparse.Namespace) -> LLMSettings:
             raise SystemExit("--backend llm needs --llm-url and --llm-model")
         settings = LLMSettings(task=EndpointConfig(base_url=args.llm_url, model=args.llm_model,
                                                    max_tokens=args.llm_max_tokens, timeout_s=args.llm_timeout))
+    if args.embedder:
+        settings = settings.model_copy(update={"embedding": settings.embedding.model_copy(update={"kind": args.embedder})})
     return settings
 
 
@@ -171,6 +174,8 @@ def main() -> int:
     parser.add_argument("--llm-model", default=None)
     parser.add_argument("--llm-max-tokens", type=int, default=256)
     parser.add_argument("--llm-timeout", type=float, default=None)
+    parser.add_argument("--embedder", choices=("minilm", "openai", "hashing"), default=None,
+                        help="the programs' embedding model (default: the settings' default, all-MiniLM-L6-v2)")
     parser.add_argument("--cache", default=None, help="SQLite file keeping embeddings (and LLM replies) between runs")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure to this file")
     args = parser.parse_args()
