@@ -207,8 +207,10 @@ def main() -> int:
         for program_id in ids:
             report = evaluate(sources[program_id], task, backend, embedder)
             per_conv[label][program_id] = report.score
-            if report.violation:
-                failures.setdefault(program_id, []).append(f"{label}: {report.violation.kind}")
+            errors = sum(1 for r in report.results if r.error)
+            if report.violation or errors:
+                what = report.violation.kind if report.violation else f"{errors} of {len(report.results)} items failed"
+                failures.setdefault(program_id, []).append(f"{label}: {what}")
         offline = [per_conv[label][k] for k in ids]
         truth = [real[k] for k in ids]
         print(f"[{time.monotonic() - started:6.0f} s] {args.task} {label}: {len(task.items)} questions, "

@@ -117,7 +117,7 @@ def test_extract_speaker_and_date_from_a_locomo_line() -> None:
     assert item["speaker"] == "Caroline"
     assert item["date"] == "8 May 2023"
     # A model's summary: who did what, with "yesterday" resolved against the turn's date.
-    assert item["summary"] == "On 8 May 2023: Caroline: I went to a LGBTQ support group on 7 May 2023 and it was so powerful."
+    assert item["summary"] == "[1:56 pm on 8 May, 2023] Caroline: I went to a LGBTQ support group on 7 May 2023 and it was so powerful."
     assert "LGBTQ" in item["keywords"] and "support" in item["keywords"]
 
 

@@ -161,6 +161,15 @@ _SHORT_ANSWER_WORDS = 8
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]+|\d{1,2}[.)])\s*")
 
 
+_LIST_LABEL = re.compile(r"^\s*[\w ]{1,30}:\s*")
+
+
+def _is_bare_list(sentence: str) -> bool:
+    """A labelled or bare list of three or more short items ("Entities: Mel, Caroline, Sweden")."""
+    items = [part for part in re.split(r"[,|;]", _LIST_LABEL.sub("", sentence, count=1)) if part.strip()]
+    return len(items) >= 3 and all(len(part.split()) <= 3 for part in items)
+
+
 def rank_sentences(context: str, question: str) -> list[tuple[float, "_Unit"]]:
     """The context's sentences that share content with the question, best-supported first."""
     units = _context_units(context)
@@ -186,6 +195,8 @@ def rank_sentences(context: str, question: str) -> list[tuple[float, "_Unit"]]:
         score = own + _LINE_WEIGHT * rest
         if unit.sentence.rstrip().endswith("?"):
             score *= _QUESTION_PENALTY  # a question in the context asks; it rarely answers
+        elif qtype == "other" and _is_bare_list(unit.sentence):
+            score *= _QUESTION_PENALTY  # "participants: A, B, C" names what a record is about; it states nothing
         if qtype != "other" and _typed_span(unit, qtype, q_tokens) is not None:
             # Only "when" spans can come from the header; a date in the sentence itself is stronger.
             if qtype not in ("when", "year", "month") or tx.find_dates(unit.sentence) or tx.find_relative_dates(

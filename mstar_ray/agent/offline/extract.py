@@ -42,9 +42,9 @@ class _Facts:
             [s for s in self.statements if is_fact(s)]
 
     def summary(self) -> str:
-        """An extractive summary: the most informative sentences, who said them, and the text's date."""
-        said = " ".join(s.render() for s in informative(self.statements, SUMMARY_SENTENCES))
-        return f"On {self.date}: {said}" if self.date and said else said or self.body
+        """An extractive summary: the most informative sentences, each as "[date] Speaker: sentence" with relative
+        dates resolved, one a line (the layout of a dated transcript, which every reader here parses)."""
+        return "\n".join(s.render(with_date=True) for s in informative(self.statements, SUMMARY_SENTENCES)) or self.body
 
     def phrases(self) -> list[str]:
         """Short verbatim clauses of the facts (2 to 10 words): what "salient quotes" or "key phrases" hold."""
