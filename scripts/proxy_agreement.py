@@ -2,7 +2,7 @@
 under a real model in a file, each program evaluated here on a task, and the two rankings set against each other.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python scripts/proxy_agreement.py PROGRAMS_DIR SCORES.json
-        [--task locomo] [--conversations 0-7] [--limit N] [--texts N] [--data PATH]
+        [--task locomo] [--conversations 0-7] [--limit N] [--texts N] [--data PATH] [--granularity session|turn]
         [--backend offline|llm --llm-url URL --llm-model NAME] [--embedder minilm|hashing] [--cache FILE.sqlite]
         [--json OUT.json]
 
@@ -169,6 +169,8 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=None, help="at most N questions per conversation")
     parser.add_argument("--texts", type=int, default=None, help="write only the N texts that best cover the questions")
     parser.add_argument("--data", default=None, help="locomo10.json (else the usual places)")
+    parser.add_argument("--granularity", choices=("session", "turn"), default=None,
+                        help="LoCoMo texts: one per session (the default) or one per turn (short prompts for a small model)")
     parser.add_argument("--backend", choices=("offline", "llm"), default="offline")
     parser.add_argument("--llm-url", default=None)
     parser.add_argument("--llm-model", default=None)
@@ -197,6 +199,8 @@ def main() -> int:
     started = time.monotonic()
     for conversation in conversations:
         options = {"conversation": conversation} if conversation is not None else {}
+        if args.granularity:
+            options["granularity"] = args.granularity
         task = load_task(args.task, limit=args.limit, data=args.data, **options)
         if args.texts is not None and args.texts < len(task.texts):
             from mstar_ray.search.split import covering_texts
