@@ -53,8 +53,8 @@ def resolve_dates(sentence: str, anchor: tx.DateMention | None) -> str:
         meant = tx.resolve_relative(mention.text, anchor)
         if not meant:
             continue
-        found = tx.find_dates(meant)
-        preposition = "on " if found and found[0].day else ("in " if found else "")
+        found = [d for d in tx.find_dates(meant) if d.start == 0]  # "the week before 8 May 2023" needs none
+        preposition = "on " if found and found[0].day else ("in " if found or meant.isdigit() else "")
         out = out[: mention.start] + preposition + meant + out[mention.end:]
     return out
 
