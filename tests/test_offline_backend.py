@@ -116,7 +116,8 @@ def test_extract_speaker_and_date_from_a_locomo_line() -> None:
     item = OfflineBackend().extract_item("", fields, LOCOMO_LINE)
     assert item["speaker"] == "Caroline"
     assert item["date"] == "8 May 2023"
-    assert item["summary"] == "I went to a LGBTQ support group yesterday and it was so powerful."
+    # A model's summary: who did what, with "yesterday" resolved against the turn's date.
+    assert item["summary"] == "[1:56 pm on 8 May, 2023] Caroline: I went to a LGBTQ support group on 7 May 2023 and it was so powerful."
     assert "LGBTQ" in item["keywords"] and "support" in item["keywords"]
 
 
@@ -128,7 +129,8 @@ def test_text_fields_keep_the_header_when_the_schema_cannot_hold_it() -> None:
 def test_extract_typed_values() -> None:
     raw = "[2:10 pm on 8 May, 2023] Caroline: It took 3 years with Mel. I'm proud."
     item = OfflineBackend().extract_item("", SCHEMAS["mixed-types"], raw)
-    assert item["facts"] == ["It took 3 years with Mel.", "I'm proud."]
+    # Facts keep who stated them; "I'm proud." is chatter (one content word), not a fact.
+    assert item["facts"] == ["Caroline: It took 3 years with Mel."]
     assert item["people"] == ["Caroline", "Mel"]
     assert item["importance"] == 3 and item["score"] == 3.0 and item["numbers"] == [3]
     assert item["is_question"] is False

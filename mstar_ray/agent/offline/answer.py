@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from mstar_ray import text as tx
+from mstar_ray.agent.offline.statements import statements
 
 IDK = "I don't know"
 
@@ -23,25 +24,14 @@ class _Unit:
 
 def _context_units(text: str) -> list[_Unit]:
     units: list[_Unit] = []
-    anchor: tx.DateMention | None = None
-    for line_no, line in enumerate(text.splitlines()):
-        if not line.strip():
-            continue
-        turn = tx.parse_turn(line)
-        line_dates = [d for d in tx.find_dates(line) if d.day and d.year]
-        if turn.date is not None and turn.date.year:
-            anchor = turn.date
-        elif line_dates:
-            anchor = line_dates[0]
-        # Otherwise keep the previous anchor: lines under a session header inherit its date.
-        extra = tx.content_stems(f"{turn.speaker} {turn.header}")
-        for sentence in tx.split_sentences(turn.body) or [turn.body]:
-            terms = frozenset(tx.content_stems(sentence) + extra)
-            units.append(_Unit(len(units), line_no, sentence, turn.speaker, anchor, terms))
+    for s in statements(text):
+        extra = tx.content_stems(f"{s.speaker} {s.header}")
+        units.append(_Unit(s.order, s.line, s.sentence, s.speaker, s.anchor,
+                           frozenset(tx.content_stems(s.sentence) + extra)))
     return units
 
 
-def _question_type(question: str) -> str:
+def question_type(question: str) -> str:
     q = " ".join(tx.tokenize(question))
     first = q.split(" ", 1)[0] if q else ""
     if re.search(r"\b(what|which) year\b", q):
@@ -186,14 +176,29 @@ _SPAN_CANDIDATES = 3
 _SPAN_SCORE_RATIO = 0.75
 
 
-def answer_from_context(context: str, question: str) -> str:
-    """Pick the best-supported sentence for the question, then cut the span the question asks for."""
+# A reply this short that shares nothing with the question is itself the answer (a memory that answered for
+# the model: "7 May 2023", "Likely no"); a model asked the question would repeat it.
+_SHORT_ANSWER_WORDS = 8
+_BULLET = re.compile(r"^\s*(?:[-*\u2022]+|\d{1,2}[.)])\s*")
+
+
+_LIST_LABEL = re.compile(r"^\s*[\w ]{1,30}:\s*")
+
+
+def _is_bare_list(sentence: str) -> bool:
+    """A labelled or bare list of three or more short items ("Entities: Mel, Caroline, Sweden")."""
+    items = [part for part in re.split(r"[,|;]", _LIST_LABEL.sub("", sentence, count=1)) if part.strip()]
+    return len(items) >= 3 and all(len(part.split()) <= 3 for part in items)
+
+
+def rank_sentences(context: str, question: str) -> list[tuple[float, "_Unit"]]:
+    """The context's sentences that share content with the question, best-supported first."""
     units = _context_units(context)
     q_stems = set(tx.content_stems(question))
     if not units or not q_stems:
-        return IDK
+        return []
     q_tokens = set(tx.tokenize(question))
-    qtype = _question_type(question)
+    qtype = question_type(question)
     idf = tx.idf_weights(u.terms for u in units)
 
     line_terms: dict[int, set[str]] = {}
@@ -211,6 +216,8 @@ def answer_from_context(context: str, question: str) -> str:
         score = own + _LINE_WEIGHT * rest
         if unit.sentence.rstrip().endswith("?"):
             score *= _QUESTION_PENALTY  # a question in the context asks; it rarely answers
+        elif qtype == "other" and _is_bare_list(unit.sentence):
+            score *= _QUESTION_PENALTY  # "participants: A, B, C" names what a record is about; it states nothing
         if qtype != "other" and _typed_span(unit, qtype, q_tokens) is not None:
             # Only "when" spans can come from the header; a date in the sentence itself is stronger.
             if qtype not in ("when", "year", "month") or tx.find_dates(unit.sentence) or tx.find_relative_dates(
@@ -218,16 +225,36 @@ def answer_from_context(context: str, question: str) -> str:
             ):
                 score += _TYPE_BONUS
         ranked.append((score, unit.order, unit))
-    if not ranked:
-        return IDK
     ranked.sort(key=lambda r: (-r[0], r[1]))
-    top = ranked[0][0]
+    return [(score, unit) for score, _, unit in ranked]
 
+
+def short_reply(context: str) -> str | None:
+    """The context itself when it is a bare answer (one short line, no speaker or date), else None."""
+    lines = [_BULLET.sub("", line).strip() for line in context.strip().splitlines() if line.strip()]
+    if len(lines) != 1 or not 0 < len(lines[0].split()) <= _SHORT_ANSWER_WORDS:
+        return None
+    turn = tx.parse_turn(lines[0])
+    if turn.header or turn.speaker:
+        return None  # a remembered line, not an answer someone gave
+    return lines[0].rstrip(".")
+    return None
+
+
+def answer_from_context(context: str, question: str) -> str:
+    """Pick the best-supported sentence for the question, then cut the span the question asks for."""
+    ranked = rank_sentences(context, question)
+    if not ranked:
+        return short_reply(context) or IDK
+    q_stems = set(tx.content_stems(question))
+    q_tokens = set(tx.tokenize(question))
+    qtype = question_type(question)
+    top = ranked[0][0]
     if qtype != "other":
-        for score, _, unit in ranked[:_SPAN_CANDIDATES]:
+        for score, unit in ranked[:_SPAN_CANDIDATES]:
             if score < top * _SPAN_SCORE_RATIO:
                 break
             span = _typed_span(unit, qtype, q_tokens)
             if span:
                 return span
-    return _generic_span(ranked[0][2].sentence, q_tokens, q_stems)
+    return _generic_span(ranked[0][1].sentence, q_tokens, q_stems)

@@ -38,11 +38,14 @@ class OfflineBackend:
 
     def answer(self, instruction: str, always_on: str, context: str, question: str) -> str:
         self.calls["answer"] += 1
-        # The retrieved context comes first so that, on ties, it wins over always-on text.
-        combined = "\n".join(part for part in (context or "", always_on or "") if part.strip())
-        if not combined.strip():
-            return IDK
-        return answer_from_context(combined, question)
+        # What memory returned for this question is the evidence; always-on text is mostly how to answer (a
+        # policy, a format), so a model reads the answer out of it only when the context has nothing on the question.
+        for evidence in (context or "", always_on or ""):
+            if evidence.strip():
+                answer = answer_from_context(evidence, question)
+                if answer != IDK:
+                    return answer
+        return IDK
 
     def respond(self, instruction: str, always_on: str, context: str, messages: list[dict[str, str]]) -> str:
         self.calls["respond"] += 1

@@ -3,12 +3,22 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from mstar_ray import text as tx
 from mstar_ray.agent.offline.fields import ITEM_LIST_ROLES, ITEM_STR_ROLES, dict_value_type, finish, field_role
+from mstar_ray.agent.offline.kinds import statement_marker
+from mstar_ray.agent.offline.statements import Statement, informative, is_fact, statements
 from mstar_ray.program_schema import FieldSpec
+
+# How much a model keeps of a text when asked for its summary, its facts, its key phrases.
+SUMMARY_SENTENCES = 6
+MAX_FACTS = 20
+MAX_PHRASES = 12
+_CLAUSE_BREAK = re.compile(r"\s*(?:[,;:\u2014\u2013]|\s-\s|\band\b|\bbut\b|\bso\b)\s*")
 
 @dataclass(frozen=True)
 class _Facts:
@@ -19,6 +29,32 @@ class _Facts:
     dates: list[str]
     names: list[str]
     keywords: list[str]
+
+    @cached_property
+    def statements(self) -> list[Statement]:
+        return statements(self.raw)
+
+    @cached_property
+    def facts(self) -> list[Statement]:
+        """The fact sentences a model would list, rendered with speaker and resolved dates, most informative
+        kept when there are more than it would list."""
+        return informative(self.statements, MAX_FACTS) if len(self.statements) > MAX_FACTS else \
+            [s for s in self.statements if is_fact(s)]
+
+    def summary(self) -> str:
+        """An extractive summary: the most informative sentences, each as "[date] Speaker: sentence" with relative
+        dates resolved, one a line (the layout of a dated transcript, which every reader here parses)."""
+        return "\n".join(s.render(with_date=True) for s in informative(self.statements, SUMMARY_SENTENCES)) or self.body
+
+    def phrases(self) -> list[str]:
+        """Short verbatim clauses of the facts (2 to 10 words): what "salient quotes" or "key phrases" hold."""
+        out: list[str] = []
+        for s in self.facts:
+            for clause in _CLAUSE_BREAK.split(s.resolved):
+                words = clause.strip(" .!?\"'").split()
+                if 2 <= len(words) <= 10 and len(tx.content_words(clause)) >= 2 and clause not in out:
+                    out.append(" ".join(words))
+        return out[:MAX_PHRASES]
 
     @property
     def body(self) -> str:
@@ -93,6 +129,13 @@ def _str_value(spec: FieldSpec, f: _Facts, keep_header: bool) -> str:
         return _short_sentence(f, keep_header)
     if role == "topic":
         return ", ".join(f.keywords[:3])
+    if role == "summary":
+        return f.summary()
+    if role == "facts":
+        return " ".join(s.render() for s in f.facts) or f.body
+    marker = statement_marker(spec) if role == "unknown" else None
+    if marker is not None:
+        return next((s.render() for s in f.facts if marker.search(s.sentence)), "")
     return f.raw if keep_header else f.body
 
 
@@ -109,8 +152,13 @@ def _list_value(spec: FieldSpec, f: _Facts) -> list[Any]:
         return list(f.dates)
     if role == "speaker":
         return list(f.names)
+    marker = statement_marker(spec)
+    if marker is not None:
+        return [s.render() for s in f.facts if marker.search(s.sentence)]
+    if role == "phrases":
+        return f.phrases()
     if role == "sentences":
-        return tx.split_sentences(f.body)
+        return [s.render() for s in f.facts]
     return list(f.keywords)
 
 

@@ -33,7 +33,7 @@ _QUERY_KEYWORD_CUES = frozenset("keyword keywords term entity entities topic tag
 _COUNT_CUES = frozenset("k top limit n max num count size number results".split())
 
 
-def _name_tokens(text: str) -> list[str]:
+def name_tokens(text: str) -> list[str]:
     """``"eventDate"``/``"event_date"`` -> ``["event", "date"]``, plus singular forms."""
     spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text)
     words = [w.lower() for w in re.split(r"[^A-Za-z0-9]+", spaced) if w]
@@ -43,36 +43,54 @@ def _name_tokens(text: str) -> list[str]:
 def field_role(spec: FieldSpec, order: tuple[tuple[str, frozenset[str]], ...]) -> str:
     """The first role (in priority order) whose cues occur in the name, else in the description."""
     for source in (spec.name, spec.description):
-        tokens = set(_name_tokens(source))
+        tokens = set(name_tokens(source))
         for role, cues in order:
             if tokens & cues:
                 return role
     return "unknown"
 
 
+_SUMMARY_CUES = frozenset("summary gist overview abstract synopsis digest recap".split())
+_FACTS_CUES = frozenset("fact facts".split())
+_PHRASE_CUES = frozenset("quote quotes phrase phrases span spans verbatim excerpt excerpts snippet snippets".split())
 ITEM_STR_ROLES = (
     ("date", _DATE_CUES),
     ("year", _YEAR_CUES),
     ("speaker", _SPEAKER_CUES),
     ("place", _PLACE_CUES),
     ("lesson", _LESSON_CUES),
+    ("summary", _SUMMARY_CUES),
+    ("facts", _FACTS_CUES),
     ("topic", _TOPIC_CUES),
     ("text", _TEXT_CUES),
 )
 ITEM_LIST_ROLES = (
     ("date", _DATE_CUES),
     ("speaker", _SPEAKER_CUES),
+    ("phrases", _PHRASE_CUES),
     ("sentences", _SENTENCE_LIST_CUES),
     ("topic", _TOPIC_CUES),
 )
+_SUBJECT_CUES = frozenset("subject person target who speaker participant character entity entities name people".split())
+_ANSWER_TYPE_CUES = frozenset("type kind attribute detail requested expected".split())
+_CONDITION_CUES = frozenset("condition hypothetical counterfactual assumption premise".split())
+_RELATION_CUES = frozenset("relation intent focus hint scope qualifier filter aspect event predicate action".split())
+_LIST_CUES = frozenset("list plural multiple many aggregation".split())
+_NUMERIC_CUES = frozenset("numeric number count quantity".split())
 QUERY_ROLES = (
     ("date", _DATE_CUES),
-    ("speaker", _SPEAKER_CUES),
+    ("keywords", frozenset("keyword keywords term terms tag concept word words".split())),
+    ("condition", _CONDITION_CUES),
+    ("subject", _SUBJECT_CUES),
     ("place", _PLACE_CUES),
-    ("keywords", _QUERY_KEYWORD_CUES),
+    ("answer_type", _ANSWER_TYPE_CUES),
+    ("relation", _RELATION_CUES),
+    ("keywords", frozenset("topic key subject".split())),
     ("question", _QUESTION_CUES),
-    ("count", _COUNT_CUES),
 )
+# Booleans of a Query: does the question ask for a list, for a number?
+QUERY_FLAG_ROLES = (("list", _LIST_CUES), ("numeric", _NUMERIC_CUES))
+QUERY_COUNT_ROLES = (("count", _COUNT_CUES),)
 
 
 def dict_value_type(type_str: str) -> str | None:

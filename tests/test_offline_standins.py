@@ -1,0 +1,86 @@
+"""The offline stand-ins answer what a request asks, as a model would, whoever asks: toolkit prompts read as
+instructions + fields + material, Query fields filled by role, facts restated with speaker and resolved dates."""
+
+from __future__ import annotations
+
+from mstar_ray.agent.offline import OfflineBackend
+from mstar_ray.agent.offline.statements import statements
+from mstar_ray.program_schema import FieldSpec as F
+
+SESSION = """[1:56 pm on 8 May, 2023]
+Caroline: Hey Mel! How have you been?
+Melanie: I'm swamped with the kids & work. What's up with you?
+Caroline: I went to a LGBTQ support group yesterday and it was so powerful.
+Melanie: I ran a charity race for mental health last week."""
+QUESTION = "When did Caroline go to the LGBTQ support group?"
+
+
+def _ask(content: str) -> str:
+    return OfflineBackend().toolkit_completion([{"role": "user", "content": content}])
+
+
+def test_relative_dates_are_resolved_against_the_session_date() -> None:
+    said = [s.render() for s in statements(SESSION)]
+    assert "Caroline: I went to a LGBTQ support group on 7 May 2023 and it was so powerful." in said
+    assert "Melanie: I ran a charity race for mental health the week before 8 May 2023." in said
+
+
+def test_an_answer_request_gets_the_answer_span() -> None:
+    prompt = (f"Answer the question using only the evidence below.\nRules:\n1) Be brief.\n\nQuestion: {QUESTION}\n"
+              f"Target person: Caroline\n\nEvidence:\n{SESSION}\n\nReturn a concise factual answer.")
+    assert _ask(prompt) == "7 May 2023"
+
+
+def test_a_summary_request_for_a_query_quotes_the_related_evidence_with_its_date() -> None:
+    prompt = f"Summarize only the information relevant to the query.\n\nQuery: {QUESTION}\n\nTexts:\n{SESSION}"
+    out = _ask(prompt)
+    assert "on 7 May 2023" in out and "Caroline" in out
+    assert "Summarize" not in out and "charity" not in out  # instructions and unrelated lines are not evidence
+
+
+def test_closing_instructions_are_not_material_and_set_the_length() -> None:
+    prompt = (f"Task: return only evidence snippets relevant to the query.\n\nQuery: {QUESTION}\n\nEvidence:\n{SESSION}"
+              "\n\nReturn up to 1 short bullet lines.")
+    out = _ask(prompt)
+    assert out.startswith("- ") and len(out.splitlines()) == 1 and "Return" not in out
+
+
+def test_a_rewrite_request_gets_the_query_and_its_terms() -> None:
+    out = _ask(f"Rewrite the query for a keyword search.\n\nQuery: {QUESTION}\n\nNotes:\nnone")
+    assert out.splitlines()[0] == QUESTION and "Caroline" in out.splitlines()[1]
+
+
+def test_a_pick_request_gets_the_numbers_of_the_related_items() -> None:
+    prompt = (f"Select the items most relevant to the query. Up to 1 items.\n\nQuery: {QUESTION}\n\nItems:\n"
+              "1. Melanie ran a charity race.\n2. Caroline went to a LGBTQ support group.\n3. Melanie paints.")
+    assert _ask(prompt) == "2"
+
+
+def test_query_fields_are_filled_by_role_and_left_empty_when_the_question_is_silent() -> None:
+    fields = [F(name="query_text", type="str"),
+              F(name="subject", type="str", optional=True, description="the person asked about"),
+              F(name="answer_type", type="str", optional=True, description="expected answer type"),
+              F(name="condition", type="str", optional=True, description="hypothetical condition, if any"),
+              F(name="needs_list", type="bool"), F(name="need_numeric", type="bool")]
+    backend = OfflineBackend()
+    q = backend.build_query("", fields, QUESTION)
+    assert q == {"query_text": QUESTION, "subject": "Caroline", "answer_type": "date", "condition": None,
+                 "needs_list": False, "need_numeric": False}
+    q = backend.build_query("", fields, "Would Caroline pursue counseling if she hadn't received support?")
+    assert q["condition"] == "if she hadn't received support"
+    assert backend.build_query("", fields, "How many children does Melanie have?")["need_numeric"] is True
+    assert backend.build_query("", fields, "What activities does Melanie partake in?")["needs_list"] is True
+
+
+def test_item_fields_hold_the_kind_of_statement_their_name_asks_for() -> None:
+    fields = [F(name="summary", type="str"), F(name="key_facts", type="list[str]"),
+              F(name="causal_links", type="list[str]"), F(name="activities_planned", type="list[str]"),
+              F(name="reference_date", type="str", optional=True)]
+    raw = SESSION + "\nCaroline: I'm going to paint a mural next month because the group inspired me."
+    item = OfflineBackend().extract_item("", fields, raw)
+    assert item["reference_date"] == "8 May 2023"
+    assert "Caroline: I went to a LGBTQ support group on 7 May 2023 and it was so powerful." in item["key_facts"]
+    assert not any(fact.endswith("?") for fact in item["key_facts"])
+    assert item["causal_links"] == ["Caroline: I'm going to paint a mural in June 2023 because the group inspired me."]
+    assert item["activities_planned"] == item["causal_links"]
+    assert "on 7 May 2023" in item["summary"]
