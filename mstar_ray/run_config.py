@@ -75,7 +75,9 @@ class SearchConfig(_Section):
     evaluations_in_flight: int = Field(2, gt=0, description="E")
     max_repairs: int = Field(3, ge=0)
     runtime_fix: bool = Field(True, description="send a child that broke the contract at run time back for a fix")
-    reflector: Literal["offline", "llm"] = Field("offline", description="llm: the llm.reflector endpoint")
+    reflector: Literal["offline", "offline-random", "llm"] = Field(
+        "offline", description="offline: generic edits chosen from the failures and lineage; offline-random: drawn "
+        "blindly (an ablation); llm: the llm.reflector endpoint")
     judge_on: Literal["test", "all"] = Field("test", description="where the llm.judge adds its verdict to question "
                                              "answering (if configured); a rubric task's criteria it judges everywhere")
     attribution: bool = Field(True, description="attribute each failed item with evidence to storage, retrieval or "

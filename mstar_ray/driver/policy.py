@@ -401,7 +401,7 @@ class SearchPolicy:
 
     def _maybe_fix(self, candidate: Candidate, report) -> None:
         cfg = self.config.search
-        if not cfg.runtime_fix or candidate.fix_round >= cfg.max_repairs or cfg.reflector == "offline":
+        if not cfg.runtime_fix or candidate.fix_round >= cfg.max_repairs or cfg.reflector != "llm":
             return
         parent = self.state.population.get(candidate.parent)
         v = report.violation
