@@ -18,7 +18,7 @@ from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.program_ast import changed_pieces
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.mutations import (
-    NoMutation, cap_per_source, date_aware_writes, failed_changes, fuse_keyword_scores, reflect,
+    NoMutation, cap_per_source, date_aware_writes, failed_changes, fuse_keyword_scores, reflect, write_per_line,
 )
 from mstar_ray.reflect.mutations.reflective import WHY, _names_used
 from mstar_ray.reflect.reflector import Child, Discard, OfflineReflector
@@ -156,7 +156,7 @@ def test_offline_reflects_and_offline_random_is_blind():
     assert RunConfig.model_validate({"search": {"reflector": "offline-random"}}).search.reflector == "offline-random"
 
 
-@pytest.mark.parametrize("edit", [date_aware_writes, fuse_keyword_scores, cap_per_source])
+@pytest.mark.parametrize("edit", [date_aware_writes, write_per_line, fuse_keyword_scores, cap_per_source])
 def test_every_new_edit_applies_to_every_seed_of_the_library_once(edit):
     for seed in LIBRARY:
         source = seed.path.read_text(encoding="utf-8")
@@ -179,3 +179,15 @@ def test_dated_writes_put_the_date_on_every_piece_read_returns():
     undated = lambda report: [line for r in report.results for line in r.context.split("\n")[:-1] if line.strip()
                               and not tx.find_dates(line)]
     assert undated(before) and not undated(after)
+
+
+def test_a_program_keyed_by_line_reads_turns_not_whole_texts():
+    task = load_task("synthetic", seed=0, limit=6)
+    parent = seed_source("vector_search")
+    child = write_per_line(parent, random.Random(0)).source
+    assert "def write_line(" in child and check_source(child) == []
+    report = evaluate(child, task, OfflineBackend(), HashingEmbedder())
+    assert report.violation is None and report.write_errors == 0
+    # each entry read() returns is one turn under its date (the parent's chunks hold several turns)
+    entries = [e for r in report.results for e in r.context.split("\n\n") if e]
+    assert entries and all("\n" not in e and e.startswith("[") and "] " in e for e in entries)

@@ -63,6 +63,10 @@ class TaskConfig(BaseModel):
     only_categories: tuple[str, ...] | None = Field(
         None, description="healthbench, prbench: only these categories (HealthBench themes without 'theme:', "
         "PRBench fields: legal, finance)")
+    # The synthetic world's size (its generator's defaults; a larger world gives more questions to split).
+    sessions: int = Field(16, gt=0, description="synthetic: dialogue sessions in the world")
+    personas: int = Field(2, ge=2, description="synthetic: people in the world (at most 6)")
+    questions_per_category: int = Field(10, gt=0, description="synthetic: questions per category, at most")
     granularity: Literal[GRANULARITIES] = Field(
         "session", description="one raw text per dialogue session (the paper's) or per turn; evidence names turns")
     # Episode tasks (twc, cookingworld, coin, alfworld); sized so that a search runs in minutes on 2 cores.

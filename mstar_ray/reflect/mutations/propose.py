@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from mstar_ray.contract import LOGIC_CLASS
 from mstar_ray.reflect.mutations.crossover import crossover
-from mstar_ray.reflect.mutations.dates import date_aware_writes
+from mstar_ray.reflect.mutations.dates import date_aware_writes, write_per_line
 from mstar_ray.reflect.mutations.engine import (
     Mutation, NoMutation, _methods, _module_class, _weighted_shuffle,
 )
@@ -31,6 +31,7 @@ KIND_WEIGHTS: dict[str, float] = {
     "order_by_recency": 1.5,
     "drop_long_lines": 1.5,
     "date_aware_writes": 1.5,
+    "write_per_line": 1.5,
     "fuse_keyword_scores": 1.5,
     "cap_per_source": 1.5,
     "edit_instruction": 1.0,
@@ -81,7 +82,7 @@ def propose(
     returned.
     """
     code_kinds = ["perturb_numbers", "crossover", "filter_writes", "order_by_recency", "drop_long_lines",
-                  "date_aware_writes", "fuse_keyword_scores", "cap_per_source"]
+                  "date_aware_writes", "write_per_line", "fuse_keyword_scores", "cap_per_source"]
     kinds = ([] if frozen_code else code_kinds) + ([] if frozen_instructions else ["edit_instruction"])
     single: dict[str, Callable[..., Mutation]] = {
         "perturb_numbers": perturb_numbers,
@@ -89,6 +90,7 @@ def propose(
         "order_by_recency": order_by_recency,
         "drop_long_lines": drop_long_lines,
         "date_aware_writes": date_aware_writes,
+        "write_per_line": write_per_line,
         "fuse_keyword_scores": fuse_keyword_scores,
         "cap_per_source": cap_per_source,
         "edit_instruction": edit_instruction,

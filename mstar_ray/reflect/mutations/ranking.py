@@ -36,9 +36,25 @@ OVERFETCH = 3
 _COUNT_NAME = re.compile(r"(^|_)(K|TOP|N|RESULTS|ITEMS|ENTRIES|HITS|LIMIT|COUNT|CHUNKS|ROWS|FACTS)(_|$)")
 _SIZE_NAME = re.compile(r"CHARS|CONTEXT|WORDS|TOKENS|LEN|SIZE")
 
+ENTRIES = "read_entries"
 CAP = "per_source"
 MAX_PER_SOURCE_NAME = "MAX_PER_SOURCE"
 MAX_PER_SOURCE = 4
+
+_ENTRIES_SOURCE = f'''# The entries of read()'s text: a line, or a [date] header line with the lines under it (a session, a
+# dated chunk), which must move together: a line moved away from its header would lose its date.
+def {ENTRIES}(text):
+    out, block = [], False
+    for line in text.split("\\n"):
+        if not line.strip():
+            block = False
+        elif block and not line.startswith("["):
+            out[-1] = out[-1] + "\\n" + line
+        else:
+            out.append(line)
+            block = line.startswith("[") and line.rstrip().endswith("]")
+    return out
+'''
 
 _FUSE_SOURCE = f'''# Words of four letters or more (the question's content words), for the keyword half of the fusion.
 def {TERMS}(text):
@@ -49,24 +65,24 @@ def {TERMS}(text):
 # each entry shares (reciprocal-rank fusion), so an entry holding the question's names and nouns comes first.
 def {FUSE}(text, query):
     wanted = {TERMS}(str(query))
-    entries = [entry for entry in text.split("\\n") if entry.strip()]
+    entries = {ENTRIES}(text)
     by_words = sorted(range(len(entries)), key=lambda i: -len(wanted & {TERMS}(entries[i])))
     score = [1 / ({FUSION_RANK_NAME} + i) for i in range(len(entries))]
     for rank, i in enumerate(by_words):
         score[i] += 1 / ({FUSION_RANK_NAME} + rank)
-    return "\\n".join(entries[i] for i in sorted(range(len(entries)), key=lambda i: -score[i]))
+    return "\\n\\n".join(entries[i] for i in sorted(range(len(entries)), key=lambda i: -score[i]))
 '''
 
 _CAP_SOURCE = f'''# At most MAX_PER_SOURCE entries of one source (the [date] header an entry opens with): one long session does not
 # fill read()'s room, and a question whose evidence spans sessions sees each of them.
 def {CAP}(text):
     kept, seen = [], {{}}
-    for entry in text.split("\\n"):
+    for entry in {ENTRIES}(text):
         key = entry.split("]", 1)[0] if entry.startswith("[") else ""
         seen[key] = seen.get(key, 0) + 1
         if not key or seen[key] <= {MAX_PER_SOURCE_NAME}:
             kept.append(entry)
-    return "\\n".join(kept)
+    return "\\n\\n".join(kept)
 '''
 
 
@@ -76,6 +92,11 @@ def _read(parsed: _Source) -> ast.FunctionDef:
     if read is None:
         raise NoMutation("the program has no read() to rank")
     return read
+
+
+def _entries_helper(parsed: _Source) -> str:
+    """The entries helper's source, unless the other ranking edit already put it in the program."""
+    return "" if ENTRIES in _bindings(parsed.tree) else f"\n\n{_ENTRIES_SOURCE}"
 
 
 def _wraps(parsed: _Source, read: ast.FunctionDef, helper: str, extra: str = "") -> list[_Edit]:
@@ -112,7 +133,7 @@ def fuse_keyword_scores(source: str, rng: random.Random, *, avoid: Collection[st
         start, end = parsed.span(stmt.value)
         edits.append(_Edit(start, end, repr(stmt.value.value * OVERFETCH)))
         widened.append(f"{stmt.targets[0].id if isinstance(stmt, ast.Assign) else stmt.target.id} x{OVERFETCH}")
-    constant = f"{FUSION_RANK_NAME} = {FUSION_RANK}\n\n\n{_FUSE_SOURCE}"
+    constant = f"{FUSION_RANK_NAME} = {FUSION_RANK}\n{_entries_helper(parsed)}\n\n{_FUSE_SOURCE}"
     child = _apply(source, [_constant_insertion(parsed, "\n\n" + constant), *edits])
     if not _valid(source, child, avoid):
         raise NoMutation("fusing keyword ranks into read() gives no new valid program")
@@ -128,7 +149,7 @@ def cap_per_source(source: str, rng: random.Random, *, avoid: Collection[str] = 
     if {CAP, MAX_PER_SOURCE_NAME} & set(_bindings(parsed.tree)):
         raise NoMutation("read() already caps entries per source")
     edits = _wraps(parsed, read, CAP)
-    constant = f"{MAX_PER_SOURCE_NAME} = {MAX_PER_SOURCE}\n\n\n{_CAP_SOURCE}"
+    constant = f"{MAX_PER_SOURCE_NAME} = {MAX_PER_SOURCE}\n{_entries_helper(parsed)}\n\n{_CAP_SOURCE}"
     child = _apply(source, [_constant_insertion(parsed, "\n\n" + constant), *edits])
     if not _valid(source, child, avoid):
         raise NoMutation("capping read()'s entries per source gives no new valid program")

@@ -6,8 +6,8 @@ already failed. This reads the same and turns it into a choice among the generic
 
 - the stages the parent's failures are attributed to (all of them, ``stage_counts``; else the cases' own; a
   case without a stage counts as ``answering`` when its expected answer stands in its context, else
-  ``retrieval``) weigh the edits addressing each (``PLAYBOOK``): storage -> what write() keeps and how (dates
-  on every line, its sizes, filters); retrieval -> how read() finds and ranks (keyword fusion, more entries, a
+  ``retrieval``) weigh the edits addressing each (``PLAYBOOK``): storage -> what write() keeps and how it is
+  keyed (dates on every line, one entry per line, its sizes, filters); retrieval -> how read() finds and ranks (keyword fusion, more entries, a
   cap per source, recency); answering -> instructions and the context's layout (long lines out, more room);
 - cues in the cases add to that: a question about when, whose context holds no date of the answer, asks for
   dated items; a question about now asks for recency;
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from mstar_ray import text as tx
 from mstar_ray.contract import LOGIC_CLASS
-from mstar_ray.reflect.mutations.dates import date_aware_writes
+from mstar_ray.reflect.mutations.dates import date_aware_writes, write_per_line
 from mstar_ray.reflect.mutations.engine import Mutation, NoMutation, _methods, _module_class, _weighted_shuffle
 from mstar_ray.reflect.mutations.instructions import edit_instruction
 from mstar_ray.reflect.mutations.lines import drop_long_lines
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 # For each stage a failure is attributed to, the edits that address it, the likeliest first.
 PLAYBOOK: dict[str, tuple[str, ...]] = {
-    "storage": ("date_aware_writes", "tune_write", "filter_writes", "crossover"),
+    "storage": ("date_aware_writes", "write_per_line", "tune_write", "filter_writes", "crossover"),
     "retrieval": ("fuse_keyword_scores", "widen_read", "cap_per_source", "order_by_recency", "drop_long_lines",
                   "crossover"),
     "answering": ("edit_instruction", "drop_long_lines", "widen_context", "crossover"),
@@ -139,6 +139,7 @@ def _editors(parent: str, population: Sequence[str], known: frozenset[str]) -> d
     caps = _read_caps(tree).names
     return {
         "date_aware_writes": lambda rng: date_aware_writes(parent, rng, avoid=known),
+        "write_per_line": lambda rng: write_per_line(parent, rng, avoid=known),
         "tune_write": lambda rng: perturb_numbers(parent, rng, avoid=known, within=write - read),
         "filter_writes": lambda rng: filter_writes(parent, rng, avoid=known),
         "fuse_keyword_scores": lambda rng: fuse_keyword_scores(parent, rng, avoid=known),
