@@ -64,9 +64,10 @@ class SearchConfig(_Section):
                                        "duplicates not counted); without max_iterations, at most 5 reflections each")
     max_iterations: int | None = Field(None, gt=0, description="reflections to start")
     max_wall_s: float | None = Field(None, gt=0)
-    parent_selection: Literal["softmax", "greedy", "chain", "pareto"] = Field(
+    parent_selection: Literal["softmax", "greedy", "chain", "pareto", "seeds"] = Field(
         "softmax", description="softmax over static scores (tau); greedy; chain; pareto: among the members no other "
-        "beats on every objective (search.pareto), weighted by how many objectives each is best on")
+        "beats on every objective (search.pareto), weighted by how many objectives each is best on; seeds: a seed "
+        "drawn uniformly, crossing over only with seeds (best-of-N, no evolution: the ablation's baseline)")
     pareto: ParetoConfig = ParetoConfig()
     tau: float = Field(0.15, gt=0)
     frozen_code: bool = False

@@ -261,7 +261,9 @@ class SearchPolicy:
                   else population.select_parent(rng, cfg.parent_selection, cfg.tau))
         failures, success = sample_cases(parent.results, rng, self.evidence)
         # The best few only: sorting the whole population for them made each request cost n log n.
-        best = heapq.nlargest(MAX_DONORS + 1, population.members, key=lambda m: m.score)
+        pool = ([m for m in population.members if m.origin == "seed"] if cfg.parent_selection == "seeds"
+                else population.members)
+        best = heapq.nlargest(MAX_DONORS + 1, pool, key=lambda m: m.score)
         donors = [m.source for m in best if m.id != parent.id]
         return ReflectionRequest(
             task_brief=self.task_brief, parent_id=parent.id, parent_source=parent.source, parent_score=parent.score,
