@@ -164,6 +164,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_ablate(args: argparse.Namespace) -> int:
+    import time
+
+    from mstar_ray.driver.ablate import run_ablation
+
+    out = args.out or f"runs/ablate-{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    variants = [v.strip() for v in args.variants.split(",")] if args.variants else None
+    return run_ablation(args.config, out=out, repeats=args.repeats, variants=variants, address=args.address)
+
+
 def cmd_transfer(args: argparse.Namespace) -> int:
     import time
 
@@ -392,6 +402,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="continue an interrupted run: re-issue what was in flight, never redo finished work")
     run.add_argument("--json", action="store_true", help="print the run's summary.json instead of the short summary")
     run.set_defaults(handler=cmd_run)
+
+    ablate = commands.add_parser("ablate", help="the ablation table (full, -Instruction, -Code, max-parent, no "
+                                 "population) and a best-of-N baseline, each run REPEATS times on Ray")
+    ablate.add_argument("config", help="run config YAML: the full search; every variant changes one switch of it")
+    ablate.add_argument("--repeats", type=int, default=3, help="runs per variant, search seeds seed, seed+1, ...")
+    ablate.add_argument("--variants", default=None, help="comma-separated subset (default: all)")
+    ablate.add_argument("--out", default=None, help="a run directory per run and ablation.json go here "
+                        "(default runs/ablate-CONFIG-TIMESTAMP); given again, finished runs are kept")
+    ablate.add_argument("--address", default=None, help="auto, or ray://HOST:PORT; default: a local Ray per run")
+    ablate.set_defaults(handler=cmd_ablate)
 
     transfer = commands.add_parser(
         "transfer", help="each run's returned program and the seeds on every run's task: the transfer matrix")

@@ -66,9 +66,10 @@ class SearchConfig(_Section):
                                        "duplicates not counted); without max_iterations, at most 5 reflections each")
     max_iterations: int | None = Field(None, gt=0, description="reflections to start")
     max_wall_s: float | None = Field(None, gt=0, description="seconds of wall time after which no new work starts")
-    parent_selection: Literal["softmax", "greedy", "chain", "pareto"] = Field(
+    parent_selection: Literal["softmax", "greedy", "chain", "pareto", "seeds"] = Field(
         "softmax", description="softmax over static scores (tau); greedy; chain; pareto: among the members no other "
-        "beats on every objective (search.pareto), weighted by how many objectives each is best on")
+        "beats on every objective (search.pareto), weighted by how many objectives each is best on; seeds: a seed "
+        "drawn uniformly, crossing over only with seeds (best-of-N, no evolution: the ablation's baseline)")
     pareto: ParetoConfig = Field(ParetoConfig(), description="the objectives of parent_selection: pareto")
     tau: float = Field(0.15, gt=0, description="temperature of the softmax over static scores (lower: greedier)")
     frozen_code: bool = Field(False, description="ablation: the reflector may change only the instructions")
@@ -78,7 +79,9 @@ class SearchConfig(_Section):
     max_repairs: int = Field(3, ge=0, description="repair rounds for a child that fails its checks or smoke test, "
                              "then it is discarded")
     runtime_fix: bool = Field(True, description="send a child that broke the contract at run time back for a fix")
-    reflector: Literal["offline", "llm"] = Field("offline", description="llm: the llm.reflector endpoint")
+    reflector: Literal["offline", "offline-random", "llm"] = Field(
+        "offline", description="offline: generic edits chosen from the failures and lineage; offline-random: drawn "
+        "blindly (an ablation); llm: the llm.reflector endpoint")
     judge_on: Literal["test", "all"] = Field("test", description="where the llm.judge adds its verdict to question "
                                              "answering (if configured); a rubric task's criteria it judges everywhere")
     attribution: bool = Field(True, description="attribute each failed item with evidence to storage, retrieval or "

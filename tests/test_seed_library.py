@@ -27,9 +27,9 @@ from tests.conftest import HOSTILE, SEEDS
 
 NAMES = [seed.name for seed in library.LIBRARY]
 LIMITS = SandboxLimits(call_timeout_s=30.0)
-# The paper's seeds are identified by their content: moving them must not change a byte.
-PAPER_SEED_IDS = {"vector_search": "74d51b7346d22e25", "llm_summarizer": "acb9264e31606720",
-                  "experience_learner": "2832913941906759"}
+# The paper's seeds are identified by their content: a change to one is a new version in the catalogue.
+PAPER_SEED_IDS = {"vector_search": (2, "33511b947b223feb"), "llm_summarizer": (2, "56f91e3d72518900"),
+                  "experience_learner": (1, "2832913941906759")}
 
 
 def source(name: str) -> str:
@@ -50,8 +50,19 @@ def test_the_catalogue_names_every_program_file_and_nothing_else():
     assert SEEDS.resolve() == library.PROGRAMS
 
 
-def test_the_paper_seeds_are_byte_identical_to_before_the_library():
-    assert {name: program_id(source(name)) for name in library.PAPER_SEEDS} == PAPER_SEED_IDS
+def test_a_paper_seed_changes_only_with_its_version():
+    assert {name: (library.entry(name).version, program_id(source(name))) for name in library.PAPER_SEEDS} \
+        == PAPER_SEED_IDS
+    assert all(seed.changes for seed in library.LIBRARY if seed.version > 1)
+
+
+def test_a_run_keeps_the_seed_version_it_started_on(tmp_path):
+    from mstar_ray.driver.run_dir import RunDir
+    from mstar_ray.state.candidate import Seed
+
+    earlier = source("vector_search").replace("CHUNK_CHARS = 500", "CHUNK_CHARS = 400")  # as if an older version
+    RunDir(tmp_path).write_seeds([Seed(name="vector_search", source=earlier)])
+    assert [s.source for s in RunDir(tmp_path).read_seeds()] == [earlier]
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -32,7 +32,7 @@ class ReflectorActor:
             self.reflector = LLMReflector(roles.client("reflector"), edit_format=resolve_format(config.edit_format, config.model),
                                           context_tokens=config.context_tokens, max_repairs=max_repairs)
         else:
-            self.reflector = OfflineReflector(max_repairs=max_repairs)
+            self.reflector = OfflineReflector(max_repairs=max_repairs, reflective=kind == "offline")
 
     def sandbox_layers(self) -> dict:
         """The layers its smoke tests' sandboxes get here; raises ``SandboxUnavailable`` when a required one is missing."""

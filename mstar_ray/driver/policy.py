@@ -273,7 +273,9 @@ class SearchPolicy:
         hidden = self.plan.split.scoring()
         failures, success = sample_cases(parent.results, rng, self.evidence, hidden=hidden)
         # The best few only: sorting the whole population for them made each request cost n log n.
-        best = heapq.nlargest(MAX_DONORS + 1, population.members, key=lambda m: m.score)
+        pool = ([m for m in population.members if m.origin == "seed"] if cfg.parent_selection == "seeds"
+                else population.members)
+        best = heapq.nlargest(MAX_DONORS + 1, pool, key=lambda m: m.score)
         donors = [m.source for m in best if m.id != parent.id]
         return ReflectionRequest(
             task_brief=self.task_brief, parent_id=parent.id, parent_source=parent.source, parent_score=parent.score,
@@ -414,7 +416,7 @@ class SearchPolicy:
 
     def _maybe_fix(self, candidate: Candidate, report) -> None:
         cfg = self.config.search
-        if not cfg.runtime_fix or candidate.fix_round >= cfg.max_repairs or cfg.reflector == "offline":
+        if not cfg.runtime_fix or candidate.fix_round >= cfg.max_repairs or cfg.reflector != "llm":
             return
         parent = self.state.population.get(candidate.parent)
         v = report.violation

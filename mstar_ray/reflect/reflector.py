@@ -199,13 +199,27 @@ class LLMReflector:
 
 class OfflineReflector:
     """No model: a generic program mutation (``mstar_ray.reflect.mutations``), written as a V4A patch and
-    applied through the same path as a model's patch. A failed check is answered with another mutation."""
+    applied through the same path as a model's patch. A failed check is answered with another mutation.
 
-    def __init__(self, *, max_repairs: int = 3):
+    ``reflective`` (``search.reflector: offline``): the edit is chosen from the request's failures, their
+    stages and the lineage (``mutations.reflect``); else (``offline-random``, an ablation) drawn blindly."""
+
+    def __init__(self, *, max_repairs: int = 3, reflective: bool = True):
         self.max_repairs = max_repairs
+        self.reflective = reflective
+
+    def _propose(self, request: ReflectionRequest, rng: random.Random, rejected: list[str]):
+        from mstar_ray.reflect.mutations import propose, reflect
+
+        if not self.reflective:
+            return propose(request.parent_source, request.donors, rng, frozen_code=request.frozen_code,
+                           frozen_instructions=request.frozen_instructions)
+        return reflect(request.parent_source, request.donors, rng, failures=request.failures,
+                       stage_counts=request.stage_counts, lineage=request.lineage, exclude=rejected,
+                       frozen_code=request.frozen_code, frozen_instructions=request.frozen_instructions)
 
     def reflect(self, request: ReflectionRequest, smoke: SmokeTest) -> Child | Discard:
-        from mstar_ray.reflect.mutations import NoMutation, propose
+        from mstar_ray.reflect.mutations import NoMutation
 
         limit = self.max_repairs + 1
         if request.kind == "runtime_fix":
@@ -213,10 +227,11 @@ class OfflineReflector:
                            attempts=0, errors=[request.violation or ""])
         rng = random.Random(request.seed)
         errors: list[str] = []
+        rejected: list[str] = []  # descriptions of mutations that failed their check: not proposed again
         for attempt in range(1, limit + 1):
+            mutation = None
             try:
-                mutation = propose(request.parent_source, request.donors, rng, frozen_code=request.frozen_code,
-                                   frozen_instructions=request.frozen_instructions)
+                mutation = self._propose(request, rng, rejected)
                 patch = make_patch(request.parent_source, mutation.source)
                 source = apply_patch(request.parent_source, patch).source
                 error = check_child(request.parent_source, source, request, smoke)
@@ -230,4 +245,6 @@ class OfflineReflector:
                     errors=errors,
                 )
             errors.append(error)
+            if mutation is not None:
+                rejected.append(mutation.description)
         return Discard(parent=request.parent_id, reason=f"no valid child after {limit} attempts", attempts=limit, errors=errors)

@@ -14,7 +14,7 @@ from typing import Literal
 from mstar_ray.results import ItemResult
 from mstar_ray.program_id import ProgramIdentity
 
-ParentMode = Literal["softmax", "greedy", "chain"]  # and "pareto": mstar_ray.search.pareto
+ParentMode = Literal["softmax", "greedy", "chain", "seeds"]  # and "pareto": mstar_ray.search.pareto
 
 
 class Member(ProgramIdentity):
@@ -59,6 +59,8 @@ class Population:
             return self.best()
         if mode == "chain":
             return self.members[-1]
+        if mode == "seeds":  # best-of-N: every child one reflection of a seed, none of a child
+            return rng.choice([m for m in self.members if m.origin == "seed"] or self.members)
         weights = softmax_weights([m.score for m in self.members], tau)
         return rng.choices(self.members, weights=weights, k=1)[0]
 

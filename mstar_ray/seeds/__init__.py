@@ -19,9 +19,14 @@ PROGRAMS = Path(__file__).resolve().parent / "programs"
 
 @dataclass(frozen=True)
 class SeedEntry:
+    """``version`` counts changes to the program (each one a new program id): a run keeps the sources it
+    started from in its run directory, so a run started on an earlier version resumes on that version."""
+
     name: str
     idea: str
     source: str
+    version: int = 1
+    changes: str = ""  # what the latest version changed, and why
 
     @property
     def path(self) -> Path:
@@ -29,8 +34,15 @@ class SeedEntry:
 
 
 LIBRARY: tuple[SeedEntry, ...] = (
-    SeedEntry("vector_search", "raw-text chunks in Chroma; read returns the 5 most similar, no LLM", "M* paper seed"),
-    SeedEntry("llm_summarizer", "raw text in SQLite; read = one LLM call summarising it for the query", "M* paper seed"),
+    SeedEntry("vector_search", "raw-text chunks in Chroma, each with its date; read returns the 5 most similar, no LLM",
+              "M* paper seed", version=2,
+              changes="chunks cut at line ends and each opening with its session's [date] (v1: only a session's "
+                      "first chunk had it), a long line's pieces keep their speaker"),
+    SeedEntry("llm_summarizer", "raw text in SQLite; read = one LLM call summarising it for the query", "M* paper seed",
+              version=2,
+              changes="each stored text gives the call at most 2,000 characters (its header and best-matching "
+                      "lines), so one long session no longer ends the material (v1 stopped at the first text over "
+                      "the 6,000-character budget)"),
     SeedEntry("experience_learner", "lists of lessons and facts; read returns them, most related first", "M* paper seed"),
     SeedEntry("selfmem", "immutable SQLite transcript; read = one LLM-written read-only SQL query, keyword fallback",
               "SelfMem (2026)"),

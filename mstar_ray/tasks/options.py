@@ -59,6 +59,10 @@ class LocomoOptions(_FileOptions, _Granular):
 class SyntheticOptions(_Granular):
     name: Literal["synthetic"] = "synthetic"
     seed: int = Field(0, description="which generated world")
+    # The world's size (its generator's defaults; a larger world gives more questions to split).
+    sessions: int = Field(16, gt=0, description="dialogue sessions in the world")
+    personas: int = Field(2, ge=2, description="people in the world (at most 6)")
+    questions_per_category: int = Field(10, gt=0, description="questions per category, at most")
 
 
 class BeamOptions(_FileOptions):

@@ -580,5 +580,6 @@ def make_synthetic(seed: int = 0, sessions: int = 16, personas: int = 2, questio
 
 def from_config(config: TaskConfig) -> Task:
     """The registry's loader: the world of ``config.seed``, its questions limited round-robin over categories."""
-    task = make_synthetic(seed=config.seed, granularity=config.granularity)
+    task = make_synthetic(seed=config.seed, sessions=config.sessions, personas=config.personas,
+                          questions_per_category=config.questions_per_category, granularity=config.granularity)
     return task.model_copy(update={"items": limit_items(task.items, config.limit)})

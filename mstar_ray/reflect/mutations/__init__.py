@@ -21,15 +21,22 @@ source; deterministic given the generator; ``avoid`` lists programs a child must
 - ``drop_long_lines``: leave lines of more than ``MAX_LINE_WORDS`` words out of what ``read()`` returns, before
   its cap, so one long passage (an episode's first observation) does not take the room of many short lines.
 
-``propose`` picks a kind at random, honours the ablation switches, falls back to other kinds when one
+- ``date_aware_writes``: ``write()`` keeps each line's ``[date]`` header on the line (date-aware items);
+  ``write_per_line``: memory is keyed by line (a turn), each stored under its ``[date]``.
+- ``fuse_keyword_scores``: ``read()`` re-ranks what it found by fusing its order with a keyword order
+  (hybrid retrieval), fetching more; ``cap_per_source``: at most k entries of one ``[date]`` source.
+
+``reflect`` (the ``offline`` reflector) chooses the edit from the parent's failures, their attributed stages
+and its lineage, and never repeats a change that failed on that parent. ``propose`` (``offline-random``,
+an ablation) picks a kind at random, honours the ablation switches, falls back to other kinds when one
 does not apply, and never returns a program already in the population. Every program returned
 passes ``check_source``, compiles, reads no undefined name and differs from its parent; otherwise
 ``NoMutation`` is raised.
 
 The package: ``engine`` (the result type, text edits at AST spans, validity, shared AST lookups), ``names``
 (free and bound names), one module per kind (``perturb``, ``crossover``, ``instructions``, ``writes``:
-``filter_writes`` and ``order_by_recency``, which both decide what memory keeps; ``lines``: ``drop_long_lines``),
-and ``propose``.
+``filter_writes`` and ``order_by_recency``, which both decide what memory keeps; ``lines``: ``drop_long_lines``;
+``dates``; ``ranking``), ``propose`` and ``reflective``.
 """
 
 from mstar_ray.reflect.mutations.crossover import crossover
@@ -38,10 +45,14 @@ from mstar_ray.reflect.mutations.instructions import GUIDANCE, edit_instruction
 from mstar_ray.reflect.mutations.lines import MAX_LINE_WORDS, drop_long_lines
 from mstar_ray.reflect.mutations.perturb import perturb_numbers
 from mstar_ray.reflect.mutations.propose import KIND_WEIGHTS, propose
+from mstar_ray.reflect.mutations.dates import date_aware_writes, write_per_line
+from mstar_ray.reflect.mutations.ranking import MAX_PER_SOURCE, cap_per_source, fuse_keyword_scores
+from mstar_ray.reflect.mutations.reflective import PLAYBOOK, failed_changes, reflect
 from mstar_ray.reflect.mutations.writes import MIN_WRITE_WORDS, filter_writes, order_by_recency
 
 __all__ = [
-    "GUIDANCE", "KIND_WEIGHTS", "MAX_LINE_WORDS", "MIN_WRITE_WORDS", "READ_LIMIT", "SCALE_FACTORS", "Mutation",
-    "NoMutation", "crossover", "drop_long_lines", "edit_instruction", "filter_writes", "order_by_recency",
-    "perturb_numbers", "propose",
+    "GUIDANCE", "KIND_WEIGHTS", "MAX_LINE_WORDS", "MAX_PER_SOURCE", "MIN_WRITE_WORDS", "PLAYBOOK", "READ_LIMIT",
+    "SCALE_FACTORS", "Mutation", "NoMutation", "cap_per_source", "crossover", "date_aware_writes", "drop_long_lines",
+    "edit_instruction", "failed_changes", "filter_writes", "fuse_keyword_scores", "order_by_recency",
+    "perturb_numbers", "propose", "reflect", "write_per_line",
 ]

@@ -37,8 +37,9 @@ def _returns(fn: ast.FunctionDef) -> Iterator[ast.Return]:
             stack.extend(ast.iter_child_nodes(node))
 
 
-def _wrapped(parsed: _Source, value: ast.expr) -> _Edit | None:
-    """The edit passing ``value`` (or, for ``x[:cap]``, ``x``) through the helper; None for a literal."""
+def _wrapped(parsed: _Source, value: ast.expr, helper: str = HELPER, extra: str = "") -> _Edit | None:
+    """The edit passing ``value`` (or, for ``x[:cap]``, ``x``) through ``helper`` (``extra``: its further
+    arguments, e.g. ``", query"``); None for a literal."""
     target = value
     if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice) and value.slice.lower is None \
             and value.slice.upper is not None and value.slice.step is None:
@@ -46,7 +47,7 @@ def _wrapped(parsed: _Source, value: ast.expr) -> _Edit | None:
     if isinstance(target, ast.Constant):
         return None  # return "" has no line to drop
     start, end = parsed.span(target)
-    return _Edit(start, end, f"{HELPER}({parsed.segment(target)})")
+    return _Edit(start, end, f"{helper}({parsed.segment(target)}{extra})")
 
 
 def drop_long_lines(source: str, rng: random.Random, *, avoid: Collection[str] = ()) -> Mutation:

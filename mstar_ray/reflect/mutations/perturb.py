@@ -8,6 +8,7 @@ import ast
 import random
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 from mstar_ray.contract import LOGIC_CLASS
 from mstar_ray.reflect.mutations.engine import (
@@ -116,7 +117,13 @@ def _draw_weight(tunable: _Tunable, named: bool) -> float:
     return weight / 4 if tunable.at_most is not None and tunable.node.value >= tunable.at_most else weight
 
 
-def perturb_numbers(source: str, rng: random.Random, *, avoid: Collection[str] = ()) -> Mutation:
+def _within(tunable: _Tunable, places: Collection[str]) -> bool:
+    """Whether a tunable is one of the named constants, or a literal in one of the named functions ("read()")."""
+    return tunable.label in places or any(tunable.label.endswith(f" in {fn} (line {tunable.node.lineno})") for fn in places)
+
+
+def perturb_numbers(source: str, rng: random.Random, *, avoid: Collection[str] = (),
+                    within: Collection[str] | None = None, direction: Literal["raise", "lower"] | None = None) -> Mutation:
     """Scale one numeric tunable by a factor from ``SCALE_FACTORS`` (or move a small int by one).
 
     Tunables are UPPER_CASE int/float module constants and the int literals (>= 2) that serve as
@@ -125,13 +132,20 @@ def perturb_numbers(source: str, rng: random.Random, *, avoid: Collection[str] =
     string are never touched. Ints stay ints >= 1; a bound on what ``read()`` returns (by its name, or
     because it slices read()'s return value) stays <= 3000, the contract's limit; a float <= 1 (a
     fraction or a similarity threshold) stays <= 1.
+
+    ``within`` (constant names and function labels such as ``"write()"``) limits the tunables to those a
+    stage of the memory uses; ``direction`` to values above or below the current one.
     """
     parsed = _Source(source)
     caps = _read_caps(parsed.tree)
     named, literals = _module_tunables(parsed.tree, caps), _code_tunables(parsed.tree, caps)
+    if within is not None:
+        named, literals = [t for t in named if _within(t, within)], [t for t in literals if _within(t, within)]
     weights = [_draw_weight(t, True) for t in named] + [_draw_weight(t, False) for t in literals]
     for tunable in _weighted_shuffle(named + literals, weights, rng):
         for new in _new_values(tunable, rng):
+            if direction is not None and (new > tunable.node.value) != (direction == "raise"):
+                continue
             start, end = parsed.span(tunable.node)
             child = _apply(source, [_Edit(start, end, repr(new))])
             if _valid(source, child, avoid):

@@ -1,5 +1,6 @@
-"""``propose``: pick a kind at random, honour the ablation switches, fall back to other kinds when one does
-not apply, and never return a program already in the population.
+"""``propose``, the blind proposer (the ``offline-random`` ablation; ``reflective.reflect`` is the offline
+reflector): pick a kind at random, honour the ablation switches, fall back to other kinds when one does not
+apply, and never return a program already in the population.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from collections.abc import Callable, Collection, Sequence
 
 from mstar_ray.contract import LOGIC_CLASS
 from mstar_ray.reflect.mutations.crossover import crossover
+from mstar_ray.reflect.mutations.dates import date_aware_writes, write_per_line
 from mstar_ray.reflect.mutations.engine import (
     Mutation, NoMutation, _methods, _module_class, _weighted_shuffle,
 )
 from mstar_ray.reflect.mutations.instructions import edit_instruction
 from mstar_ray.reflect.mutations.lines import drop_long_lines
 from mstar_ray.reflect.mutations.perturb import perturb_numbers
+from mstar_ray.reflect.mutations.ranking import cap_per_source, fuse_keyword_scores
 from mstar_ray.reflect.mutations.writes import filter_writes, order_by_recency
 
 
@@ -27,6 +30,10 @@ KIND_WEIGHTS: dict[str, float] = {
     "filter_writes": 1.5,
     "order_by_recency": 1.5,
     "drop_long_lines": 1.5,
+    "date_aware_writes": 1.5,
+    "write_per_line": 1.5,
+    "fuse_keyword_scores": 1.5,
+    "cap_per_source": 1.5,
     "edit_instruction": 1.0,
 }
 
@@ -74,13 +81,18 @@ def propose(
     ``NoMutation`` if none applies. A child equal to a program of ``population_sources`` is never
     returned.
     """
-    code_kinds = ["perturb_numbers", "crossover", "filter_writes", "order_by_recency", "drop_long_lines"]
+    code_kinds = ["perturb_numbers", "crossover", "filter_writes", "order_by_recency", "drop_long_lines",
+                  "date_aware_writes", "write_per_line", "fuse_keyword_scores", "cap_per_source"]
     kinds = ([] if frozen_code else code_kinds) + ([] if frozen_instructions else ["edit_instruction"])
     single: dict[str, Callable[..., Mutation]] = {
         "perturb_numbers": perturb_numbers,
         "filter_writes": filter_writes,
         "order_by_recency": order_by_recency,
         "drop_long_lines": drop_long_lines,
+        "date_aware_writes": date_aware_writes,
+        "write_per_line": write_per_line,
+        "fuse_keyword_scores": fuse_keyword_scores,
+        "cap_per_source": cap_per_source,
         "edit_instruction": edit_instruction,
     }
     # A child identical to a program already in the population would only repeat its evaluation.

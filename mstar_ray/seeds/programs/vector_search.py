@@ -1,5 +1,9 @@
 """Seed: Vector Search. Raw text is chunked (at most 500 characters), stored in a Chroma collection and
-the five chunks most similar to the query are returned, at most 3,000 characters, with no LLM call."""
+the five chunks most similar to the query are returned, at most 3,000 characters, with no LLM call.
+
+Version 2: chunks are cut at line ends, and each carries its text's [date] header (and each piece of a line
+too long for one chunk its speaker), so that a chunk cut from the middle of a session still says when and
+who (version 1 cut at any word, and only a session's first chunk had its date)."""
 
 from dataclasses import dataclass, field
 
@@ -33,18 +37,38 @@ class Query:
     query: str = field(metadata={"description": "a search query for the memory"})
 
 
-def chunk(text, size):
-    words = text.split()
-    chunks, current = [], ""
-    for word in words:
+def pieces(line, size):
+    """A line cut at words into pieces of at most ``size``; each later piece keeps the line's "Name: " label."""
+    label = line.split(": ", 1)[0] + ": " if ": " in line[:40] else ""
+    out, current = [], ""
+    for word in line.split():
         if current and len(current) + 1 + len(word) > size:
-            chunks.append(current)
-            current = word
+            out.append(current)
+            current = label + word
         else:
             current = f"{current} {word}" if current else word
     if current:
-        chunks.append(current[:size])
-    return chunks
+        out.append(current[:size])
+    return out
+
+
+def chunk(text, size):
+    """Whole lines grouped into chunks of at most ``size``, each opening with the text's [date] header."""
+    lines = [line.strip() for line in text.split("\n") if line.strip()]
+    header = lines.pop(0) if lines and lines[0].startswith("[") and lines[0].endswith("]") else ""
+    room = max(size - len(header) - 1, size // 2)
+    chunks, current = [], []
+    for line in lines:
+        for piece in pieces(line, room):
+            if current and len("\n".join(current + [piece])) > room:
+                chunks.append(current)
+                current = []
+            current.append(piece)
+    if current:
+        chunks.append(current)
+    if not chunks and header:
+        return [header]
+    return [(header + "\n" if header else "") + "\n".join(c) for c in chunks]
 
 
 class KnowledgeBase:
