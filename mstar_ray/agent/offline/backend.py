@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from mstar_ray.agent.offline.act import choose_action
@@ -23,20 +24,26 @@ class OfflineBackend:
     """
 
     name = "offline"
+    waits = False  # its steps compute rather than wait: an evaluation runs them one after another by default
 
     def __init__(self) -> None:
         self.calls: dict[str, int] = {"extract": 0, "query": 0, "answer": 0, "respond": 0, "toolkit": 0, "act": 0}
+        self._lock = threading.Lock()
+
+    def _count(self, step: str) -> None:
+        with self._lock:  # steps may run on an evaluation's threads
+            self.calls[step] += 1
 
     def extract_item(self, instruction: str, fields: list[FieldSpec], raw_text: str) -> dict[str, Any]:
-        self.calls["extract"] += 1
+        self._count("extract")
         return extract_item(fields, raw_text)
 
     def build_query(self, instruction: str, fields: list[FieldSpec], question: str, step: str = "query") -> dict[str, Any]:
-        self.calls["query"] += 1
+        self._count("query")
         return build_query(fields, question)
 
     def answer(self, instruction: str, always_on: str, context: str, question: str) -> str:
-        self.calls["answer"] += 1
+        self._count("answer")
         # The retrieved context comes first so that, on ties, it wins over always-on text.
         combined = "\n".join(part for part in (context or "", always_on or "") if part.strip())
         if not combined.strip():
@@ -44,16 +51,16 @@ class OfflineBackend:
         return answer_from_context(combined, question)
 
     def respond(self, instruction: str, always_on: str, context: str, messages: list[dict[str, str]]) -> str:
-        self.calls["respond"] += 1
+        self._count("respond")
         combined = "\n".join(part for part in (context or "", always_on or "") if part.strip())
         return respond_from_context(combined, messages)
 
     def act(self, instruction: str, always_on: str, context: str, turn: Turn) -> Choice:
-        self.calls["act"] += 1
+        self._count("act")
         return choose_action(always_on, context, turn)
 
     def toolkit_completion(self, messages: list[dict[str, str]], step: str = "toolkit") -> str:
-        self.calls["toolkit"] += 1
+        self._count("toolkit")
         return toolkit_answer(messages)
 
     def usage(self) -> dict[str, StepUsage]:
