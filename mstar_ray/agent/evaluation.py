@@ -300,7 +300,7 @@ def evaluate(
     embed = _CountingEmbedder(embedder)
     run = _Evaluation(info, task, list(task.items if items is None else items), backend, family, judge, verdicts,
                       set(feedback_ids) if info.has_feedback else set(), progress or (lambda _: None),
-                      concurrency or (EvalConcurrency() if getattr(backend, "waits", True) else SERIAL))
+                      concurrency or (EvalConcurrency() if backend.waits else SERIAL))
     memory: _SandboxMemory | None = None
     with Sandbox(source, limits=limits, llm=lambda messages: memory.toolkit(messages), embed=embed) as sandbox:
         memory = _SandboxMemory(sandbox, backend, info.constants["INSTRUCTION_QUERY"], info, run.calls)

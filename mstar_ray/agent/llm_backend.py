@@ -39,14 +39,14 @@ class LLMBackend:
     for the memory program's own ``llm_completion`` calls. Requests go through ``LLMClient``s, so they
     are cached, limited run-wide and accounted for."""
 
+    waits = True  # every step waits on a model: an evaluation overlaps them (mstar_ray.agent.pipeline)
+
     def __init__(self, task: LLMClient, toolkit: LLMClient | None = None):
         self.task = task
         self.toolkit = toolkit or task
         self.name = f"llm:{task.model}"
         self.stats: dict[str, int] = {"json_retries": 0, "json_fallbacks": 0, "act_unmatched": 0}
         self._lock = threading.Lock()
-
-    waits = True  # every step waits on a model: an evaluation overlaps them (mstar_ray.agent.pipeline)
 
     def _note(self, stat: str) -> None:
         with self._lock:  # steps run on an evaluation's threads
