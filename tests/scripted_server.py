@@ -19,9 +19,15 @@ RESET = 0
 
 
 class ScriptedServer:
-    def __init__(self, *, latency_s: float = 0.0, reply: str = '{"answer": "ok"}'):
+    """``reply_for(messages)``, if given, answers every chat request from its own messages (a deterministic
+    model: the same request gets the same reply whatever order requests come in); ``latency_for(messages)``
+    likewise sets each request's latency (replies then come back out of order)."""
+
+    def __init__(self, *, latency_s: float = 0.0, reply: str = '{"answer": "ok"}', reply_for=None, latency_for=None):
         self.latency_s = latency_s
         self.reply = reply
+        self.reply_for = reply_for
+        self.latency_for = latency_for
         self.failures: deque[tuple[int, dict[str, str]]] = deque()  # served first, one per request
         self.replies: deque[str] = deque()  # chat replies in order; then ``reply`` for ever
         self.prompts: list[list[dict]] = []  # the messages of every chat request
@@ -81,11 +87,16 @@ class ScriptedServer:
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                     server.started_at.append(time.monotonic())
                     failure = server.failures.popleft() if server.failures else None
+                    latency = server.latency_s
                     if failure is None and "messages" in request:
                         server.prompts.append(request["messages"])
                         content = server.replies.popleft() if server.replies else server.reply
+                        if server.reply_for is not None:
+                            content = server.reply_for(request["messages"])
+                        if server.latency_for is not None:
+                            latency = server.latency_for(request["messages"])
                 try:
-                    time.sleep(server.latency_s)
+                    time.sleep(latency)
                     if failure is not None and failure[0] == RESET:
                         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                         self.close_connection = True
