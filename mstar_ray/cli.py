@@ -246,6 +246,7 @@ def _llm_settings(args: argparse.Namespace):
         task = EndpointConfig(
             base_url=args.llm_url, model=args.llm_model, api_key_env=args.llm_key_env,
             max_tokens=args.llm_max_tokens, timeout_s=args.llm_timeout,
+            **({"max_concurrency": args.llm_concurrency} if args.llm_concurrency is not None else {}),
         )
         settings = LLMSettings(task=task)
     else:
@@ -336,6 +337,8 @@ def _llm_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--backend", choices=["offline", "llm"], default="offline",
                          help="offline: deterministic, no network; llm: an OpenAI-compatible endpoint")
     command.add_argument("--llm-url", help="base URL of the endpoint, e.g. http://127.0.0.1:8080/v1")
+    command.add_argument("--llm-concurrency", type=int, default=None,
+                         help="requests in flight to it at once (default: 16, or 1 for a server on this machine)")
     command.add_argument("--llm-model", help="model name at that endpoint")
     command.add_argument("--llm-key-env", default=None, help="NAME of the environment variable holding the key")
     command.add_argument("--llm-max-tokens", type=int, default=256)

@@ -1,162 +1,295 @@
-"""Throughput of evaluation against the number of evaluations in flight (E), on a simulated cluster.
+"""Throughput of evaluation against the M* reference's shape, on a realistic, latency-bound workload.
 
-A fixed workload (candidates x texts x questions) is evaluated by pools of E evaluator actors spread
-over a ``ray.cluster_utils.Cluster`` of several nodes; the task agent is an OpenAI-compatible server
-that answers after a set latency (the scripted test server), so the work is latency-bound like a run
-against a hosted model. Each E gets its own empty cache, so no run helps another. The baseline is a
-one-process sequential loop like the reference implementation's (``evaluate`` called in turn, no Ray).
-Prints candidates per minute and parallel efficiency (throughput / (E x throughput at E = 1)), measured
-in one run; absolute times drift on a shared machine, the ratios are the figures.
+The workload: candidates of two seeds, ``vector_search`` (no LLM in read) and, one in four,
+``llm_summarizer`` (one toolkit LLM call in every read), each with its own instruction text so that no
+candidate hits another's cached replies; the synthetic task's first 40 texts (one turn each) and 30 questions;
+the task agent is the scripted OpenAI-compatible server (``tests/scripted_server.py``), which answers after a
+fixed latency and counts the requests in flight.
 
-Two workloads. ``uniform`` (the default): one seed in as many variants as there are candidates, so every
-candidate makes the same calls and efficiency measures the system's own overhead. ``mixed``: seeds and
-mutations of them, whose call counts differ; a pool of E then waits on its slowest candidate, so the
-table also prints the efficiency a zero-overhead pool would reach with the job times measured at E = 1
-(the schedule's bound) and the measured share of it.
+Three ways to evaluate, all on the same sandbox, backend, endpoint client and embedder:
 
-    .venv/bin/python scripts/bench_throughput.py [--latency 1.0] [--candidates 32] [--workload uniform|mixed]
-        [--evaluators 1 2 4 8 16 32]
+- the fully serial loop: ``evaluate`` with the serial protocol (every call waits for the one before);
+- the reference's shape (wbopan/mstar, ``src/mstar/evolution/evaluator.py``): one process, one candidate at a
+  time, each evaluation in barrier rounds on a 64-thread pool: every extraction, then the writes in order, every
+  query, then the reads in order, every answer (written here after that description, on this project's parts);
+- ours: the pipelined evaluation (``mstar_ray.agent.pipeline``), E of them at once on evaluator actors sharing
+  the run's gateway actor (the cluster-wide in-flight limit) and cache actor.
+
+Prints, measured in one run (timings drift on a shared machine; the ratios are the figures): one evaluation's
+wall, ours against the reference shape and the serial loop, for each seed; candidates per minute for each E
+against the reference shape; the requests in flight at the server (peak and mean while candidates wait)
+against the configured limit, in a run where that limit binds; and the offline backend's evaluation before
+(``--before``: a checkout of the code without the pipeline) and after.
+
+    .venv/bin/python scripts/bench_throughput.py                  # the short run: latency 1 s, a few minutes
+    .venv/bin/python scripts/bench_throughput.py --full           # latency 1 s and 3 s, more candidates
+        [--latency 1 3] [--evaluators 1 4 16] [--limit 256] [--bound-limit 16] [--before /work/main]
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import os
 import re
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import ray  # noqa: E402
-from ray.cluster_utils import Cluster  # noqa: E402
 
-from bench_programs import seeds_and_mutants  # noqa: E402
 from mstar_ray.actors.evaluator import EvaluatorActor  # noqa: E402
 from mstar_ray.actors.run_services import start_run_services  # noqa: E402
 from mstar_ray.actors.wiring import RoleClients  # noqa: E402
 from mstar_ray.agent.evaluation import evaluate  # noqa: E402
+from mstar_ray.agent.pipeline import SERIAL, EvalConcurrency  # noqa: E402
+from mstar_ray.contract import inspect_program  # noqa: E402
 from mstar_ray.llm.endpoint import EndpointConfig  # noqa: E402
 from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings  # noqa: E402
 from mstar_ray.program_id import program_id  # noqa: E402
-from mstar_ray.sandbox_host import SandboxLimits  # noqa: E402
+from mstar_ray.sandbox_host import Sandbox, SandboxLimits  # noqa: E402
 from mstar_ray.search.jobs import EvalJob  # noqa: E402
 from mstar_ray.tasks.model import Task  # noqa: E402
 from mstar_ray.tasks.registry import load_task  # noqa: E402
+from mstar_ray.tasks.scoring import token_f1  # noqa: E402
 from tests.scripted_server import ScriptedServer  # noqa: E402
 
-NODES = 4
+REFERENCE_POOL = 64  # the reference's batch pool
+SEEDS = ("vector_search", "vector_search", "vector_search", "llm_summarizer")  # the mix, cycled
+LIMITS = SandboxLimits(call_timeout_s=120)
 
 
-def candidates(count: int, workload: str) -> list[str]:
-    """Programs, each with its own instruction text: otherwise candidates that share instructions share
-    cached extraction replies, and the work would shrink with E = 1 (where later candidates hit what
-    earlier ones cached) more than with many in flight. Every request is a miss."""
-    if workload == "uniform":
-        seed = (ROOT / "seeds" / "vector_search.py").read_text()
-        return [_unique(seed, i) for i in range(count)]
-    return [_unique(source, i) for i, source in enumerate(seeds_and_mutants(count))]
+def workload(texts: int, questions: int) -> Task:
+    full = load_task("synthetic", seed=0, granularity="turn")
+    return Task(name="bench", texts=full.texts[:texts], items=full.items[:questions])
 
 
-def _unique(source: str, index: int) -> str:
-    for name in ("INSTRUCTION_KNOWLEDGE_ITEM", "INSTRUCTION_QUERY", "INSTRUCTION_RESPONSE"):
-        # implicit concatenation keeps the constant a string literal, as the contract requires
-        source = re.sub(rf"^{name} = (\(?)", rf'{name} = \1"(variant {index}) " ', source, count=1, flags=re.MULTILINE)
-    return source
+def candidates(count: int) -> list[str]:
+    """Each with its own instruction text: every request is a miss, whichever candidate runs first."""
+    out = []
+    for index in range(count):
+        source = (ROOT / "seeds" / f"{SEEDS[index % len(SEEDS)]}.py").read_text()
+        for name in ("INSTRUCTION_KNOWLEDGE_ITEM", "INSTRUCTION_QUERY", "INSTRUCTION_RESPONSE"):
+            source = re.sub(rf"^{name} = (\(?)", rf'{name} = \1"(variant {index}) " ', source, count=1, flags=re.MULTILINE)
+        out.append(source)
+    return out
 
 
-def settings_for(url: str) -> LLMSettings:
-    return LLMSettings(task=EndpointConfig(base_url=url, model="scripted", max_tokens=32),
+def settings_for(url: str, limit: int | None) -> LLMSettings:
+    return LLMSettings(task=EndpointConfig(base_url=url, model="scripted", max_tokens=32, timeout_s=60,
+                                           max_concurrency=limit),
                        embedding=EmbeddingConfig(kind="hashing"))
 
 
-def sequential(sources: list[str], url: str, task: Task) -> float:
-    """The reference implementation's shape: one process, one candidate after another."""
-    roles = RoleClients(settings_for(url))
+class InFlight:
+    """The server's requests in flight: its peak since ``reset``, and samples every 20 ms while ``metering``."""
+
+    def __init__(self, server: ScriptedServer):
+        self.server, self.samples, self.metering = server, [], False
+        server.max_in_flight = 0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._done = threading.Event()
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(0.02):
+            if self.metering:
+                self.samples.append(self.server.in_flight)
+
+    def close(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    @property
+    def peak(self) -> int:
+        return self.server.max_in_flight
+
+    @property
+    def mean(self) -> float:
+        return sum(self.samples) / len(self.samples) if self.samples else 0.0
+
+
+def reference_shape(source: str, task: Task, roles: RoleClients, pool: concurrent.futures.Executor) -> float:
+    """One evaluation in the reference's barrier rounds; returns its mean token F1 (a check that it did the work)."""
+    info = inspect_program(source)
+    constants, schema = info.constants, info.schema
     backend, embedder = roles.backend(), roles.embedder()
+    with Sandbox(source, limits=LIMITS, llm=backend.toolkit_completion, embed=embedder.embed) as sandbox:
+        sandbox.start()
+        items = list(pool.map(lambda text: backend.extract_item(
+            constants["INSTRUCTION_KNOWLEDGE_ITEM"], schema.knowledge_item, text.text), task.texts))
+        for text, item in zip(task.texts, items):
+            sandbox.write(item, text.text)
+        queries = list(pool.map(lambda q: backend.build_query(constants["INSTRUCTION_QUERY"], schema.query, q.question),
+                                task.items))
+        contexts = [(outcome.value if outcome.ok else "") for outcome in map(sandbox.read, queries)]
+        answers = list(pool.map(lambda pair: backend.answer(constants["INSTRUCTION_RESPONSE"],
+                                                            constants["ALWAYS_ON_KNOWLEDGE"], pair[0], pair[1].question),
+                                zip(contexts, task.items)))
+    return sum(token_f1(a, q.answer) for a, q in zip(answers, task.items)) / len(task.items)
+
+
+def one_evaluation(url: str, task: Task, sources: list[str], in_flight: int,
+                   serial: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """Each seed's first candidate: the wall of one evaluation, ours, the reference shape, and serial for ``serial``."""
+    walls: dict[str, dict[str, float]] = {}
+    pool = concurrent.futures.ThreadPoolExecutor(REFERENCE_POOL)
+    small = Task(name="warm", texts=task.texts[:2], items=task.items[:2])
+    _ours(url, sources[0].replace("(variant", "(warm-up variant"), small, SERIAL)  # the fork server, the imports
+    for seed in dict.fromkeys(SEEDS):
+        source = sources[SEEDS.index(seed)]
+        row = walls.setdefault(seed, {})
+        for label, run in (
+            ("ours", lambda s: _ours(url, s, task, EvalConcurrency(in_flight=in_flight))),
+            ("reference", lambda s: reference_shape(s, task, RoleClients(settings_for(url, None)), pool)),
+            *([("serial", lambda s: _ours(url, s, task, SERIAL))] if serial and seed in serial else []),
+        ):
+            started = time.monotonic()
+            run(source.replace("(variant", f"({label} variant"))
+            row[label] = time.monotonic() - started
+    pool.shutdown()
+    return walls
+
+
+def _ours(url: str, source: str, task: Task, concurrency: EvalConcurrency) -> float:
+    roles = RoleClients(settings_for(url, None))
+    report = evaluate(source, task, roles.backend(), roles.embedder(), limits=LIMITS, concurrency=concurrency)
+    assert report.violation is None, report.violation
+    return report.score
+
+
+def reference_rate(url: str, task: Task, sources: list[str]) -> float:
+    """Candidates per minute of the reference shape over one cycle of the mix."""
+    pool = concurrent.futures.ThreadPoolExecutor(REFERENCE_POOL)
     started = time.monotonic()
     for source in sources:
-        evaluate(source, task, backend, embedder)
-    return time.monotonic() - started
+        reference_shape(source, task, RoleClients(settings_for(url, None)), pool)
+    pool.shutdown()
+    return len(sources) / (time.monotonic() - started) * 60
 
 
-def pooled(evaluators: int, sources: list[str], url: str, task: Task) -> tuple[float, list[float]]:
-    """The wall time of the whole workload, and each job's time from dispatch to result, in job order."""
-    settings = settings_for(url)
+def pooled(server: ScriptedServer, evaluators: int, sources: list[str], task: Task, limit: int | None,
+           in_flight: int) -> tuple[float, InFlight]:
+    """The wall of the whole workload on ``evaluators`` actors sharing the run's services, and the in-flight record
+    while every evaluator was busy (candidates waiting)."""
+    settings = settings_for(server.base_url, limit)
     with tempfile.TemporaryDirectory() as run_dir:
         cache, gateway = start_run_services(run_dir, settings)
-        pool = [EvaluatorActor.options(num_cpus=0.01, resources={"evaluator": 1}, scheduling_strategy="SPREAD")
-                .remote(settings, SandboxLimits(), cache.name, gateway.name) for _ in range(evaluators)]
+        pool = [EvaluatorActor.options(num_cpus=0.01).remote(settings, LIMITS, cache.name, gateway.name, None,
+                                                             EvalConcurrency(in_flight=in_flight))
+                for _ in range(evaluators)]
         ray.get([actor.pid.remote() for actor in pool])  # started before the clock runs
         jobs = [EvalJob(candidate_id=program_id(s), source=s, purpose="search", task_name=task.name, texts=task.texts,
                         items=task.items, static_ids=[q.id for q in task.items]) for s in sources]
+        queue, idle, flights = list(jobs), list(pool), {}
+        meter = InFlight(server)
         started = time.monotonic()
-        queue, idle, flights, took = list(enumerate(jobs)), list(pool), {}, [0.0] * len(jobs)
         while queue or flights:
             while idle and queue:
-                actor, (index, job) = idle.pop(), queue.pop(0)
-                flights[actor.evaluate.remote(job)] = (actor, index, time.monotonic())
+                actor = idle.pop()
+                flights[actor.evaluate.remote(queue.pop(0))] = actor
+            meter.metering = bool(queue)  # every evaluator busy and candidates waiting: the steady state
             done, _ = ray.wait(list(flights), num_returns=1)
-            ray.get(done[0])
-            actor, index, dispatched = flights.pop(done[0])
-            took[index] = time.monotonic() - dispatched
-            idle.append(actor)
+            outcome = ray.get(done[0])
+            assert outcome.report.violation is None, outcome.report.violation
+            idle.append(flights.pop(done[0]))
         wall = time.monotonic() - started
+        meter.close()
         for actor in pool:
             ray.kill(actor)
-        return wall, took
+        return wall, meter
 
 
-def schedule_bound(durations: list[float], evaluators: int) -> float:
-    """The efficiency of a pool with no overhead at all: jobs of these durations handed in order to the
-    first free of ``evaluators`` workers, against perfect division of the total."""
-    free_at = [0.0] * evaluators
-    for duration in durations:
-        slot = free_at.index(min(free_at))
-        free_at[slot] += duration
-    return sum(durations) / evaluators / max(free_at)
+OFFLINE_SNIPPET = """
+import os, sys, time
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+from mstar_ray.agent.evaluation import evaluate
+from mstar_ray.agent.offline import OfflineBackend
+from mstar_ray.embedding.hashing import HashingEmbedder
+from mstar_ray.tasks.model import Task
+from mstar_ray.tasks.registry import load_task
+full = load_task("synthetic", seed=0, granularity="turn")
+task = Task(name="bench", texts=full.texts[:{texts}], items=full.items[:{questions}])
+source = open({seed!r}).read()
+evaluate(source, task, OfflineBackend(), HashingEmbedder())  # warm: the fork server, the imports
+started = time.monotonic()
+for _ in range({repeats}):
+    report = evaluate(source, task, OfflineBackend(), HashingEmbedder())
+print(time.monotonic() - started, report.score)
+"""
+
+
+def offline_wall(tree: Path, texts: int, questions: int, repeats: int) -> tuple[float, float]:
+    snippet = OFFLINE_SNIPPET.format(texts=texts, questions=questions, seed=str(ROOT / "seeds" / "vector_search.py"),
+                                     repeats=repeats)
+    out = subprocess.run([sys.executable, "-c", snippet], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+                         capture_output=True, text=True, check=True).stdout.split()
+    return float(out[0]) / repeats, float(out[1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--latency", type=float, default=1.0, help="seconds the model server takes per request")
-    parser.add_argument("--candidates", type=int, default=32)
-    parser.add_argument("--texts", type=int, default=3)
-    parser.add_argument("--questions", type=int, default=2)
-    parser.add_argument("--workload", choices=["uniform", "mixed"], default="uniform")
-    parser.add_argument("--evaluators", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
+    parser.add_argument("--full", action="store_true", help="latency 1 s and 3 s, 64 candidates at E = 16")
+    parser.add_argument("--latency", type=float, nargs="+", default=None, help="seconds per request (default 1; full: 1 3)")
+    parser.add_argument("--texts", type=int, default=40)
+    parser.add_argument("--questions", type=int, default=30)
+    parser.add_argument("--evaluators", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--in-flight", type=int, default=48, help="evaluation.in_flight of ours")
+    parser.add_argument("--limit", type=int, default=1024, help="the endpoint's max_concurrency in the E runs "
+                        "(a hosted API's: high enough not to bind)")
+    parser.add_argument("--bound-limit", type=int, default=16, help="the endpoint's max_concurrency in the run where it binds")
+    parser.add_argument("--bound-evaluators", type=int, default=8)
+    parser.add_argument("--bound-candidates", type=int, default=12)
+    parser.add_argument("--no-serial", action="store_true", help="leave out the fully serial evaluation (the longest; "
+                        "the short run times it on vector_search only)")
+    parser.add_argument("--before", type=Path, default=None, help="a checkout without the pipeline (e.g. /work/main): "
+                        "the offline backend's evaluation there against here")
     args = parser.parse_args()
-    full = load_task("synthetic", seed=0, granularity="turn")  # the workload the figures in docs/ were measured on
-    task = Task(name="bench", texts=full.texts[: args.texts], items=full.items[: args.questions])
-    sources = candidates(args.candidates, args.workload)
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    for _ in range(NODES - 1):
-        cluster.add_node(num_cpus=1, resources={"evaluator": max(args.evaluators)})
-    ray.init(address=cluster.address, log_to_driver=False)
+    latencies = args.latency or ([1.0, 3.0] if args.full else [1.0])
+    task = workload(args.texts, args.questions)
+    print(f"workload: {len(task.texts)} texts, {len(task.items)} questions; candidates cycle {', '.join(SEEDS)} "
+          f"(llm_summarizer: one toolkit LLM call per read); ours: evaluation.in_flight {args.in_flight}")
+    ray.init(num_cpus=2, log_to_driver=False)
     try:
-        with ScriptedServer(latency_s=args.latency) as server:
-            baseline = sequential(sources, server.base_url, task)
-            runs = {e: pooled(e, sources, server.base_url, task) for e in args.evaluators}
+        for latency in latencies:
+            with ScriptedServer(latency_s=latency) as server:
+                print(f"\n== scripted model latency {latency:g} s")
+                serial = () if args.no_serial else tuple(dict.fromkeys(SEEDS)) if args.full else ("vector_search",)
+                walls = one_evaluation(server.base_url, task, candidates(len(SEEDS)), args.in_flight, serial)
+                print(f"{'one evaluation, wall s':<26}{'ours':>8}{'reference':>11}{'serial':>8}{'ours/ref':>10}"
+                      f"{'serial/ours':>12}")
+                for seed, row in walls.items():
+                    serial = row.get("serial")
+                    print(f"{seed:<26}{row['ours']:8.1f}{row['reference']:11.1f}"
+                          f"{serial if serial else float('nan'):8.1f}{row['ours'] / row['reference']:9.2f}x"
+                          f"{(serial / row['ours']) if serial else float('nan'):11.1f}x")
+                reference = reference_rate(server.base_url, task, candidates(len(SEEDS)))
+                print(f"reference shape: {reference:.2f} candidates/min (one cycle of the mix, one process)")
+                print(f"{'E':>4}{'candidates':>11}{'wall s':>8}{'cand/min':>10}{'vs reference':>14}{'peak in flight':>16}")
+                for e in args.evaluators:
+                    count = max(len(SEEDS), (4 if args.full else 2) * e)
+                    wall, meter = pooled(server, e, candidates(count), task, args.limit, args.in_flight)
+                    rate = count / wall * 60
+                    print(f"{e:>4}{count:>11}{wall:8.1f}{rate:10.2f}{rate / reference:13.1f}x{meter.peak:>16}")
+                e, count = args.bound_evaluators, args.bound_candidates
+                wall, meter = pooled(server, e, candidates(count), task, args.bound_limit, args.in_flight)
+                print(f"limit {args.bound_limit} binding (E = {e}, {count} candidates): peak {meter.peak} in flight "
+                      f"(limit {args.bound_limit}), mean {meter.mean:.2f} while candidates waited "
+                      f"({meter.mean / args.bound_limit:.2f} of the limit), {count / wall * 60:.2f} candidates/min")
     finally:
         ray.shutdown()
-        cluster.shutdown()
-    per_minute = {e: len(sources) / wall * 60 for e, (wall, _) in runs.items()}
-    one = runs.get(1)
-    print(f"{len(sources)} {args.workload} candidates x ({args.texts} texts, {args.questions} questions), model "
-          f"latency {args.latency * 1000:.0f} ms, simulated cluster of {NODES} nodes on this machine's CPUs")
-    print(f"sequential one-process loop (reference shape): {len(sources) / baseline * 60:7.1f} candidates/min")
-    print(f"{'E':>4} {'wall s':>8} {'cand/min':>9} {'efficiency':>11} {'bound':>6} {'of bound':>9} {'vs sequential':>14}")
-    for e, (wall, _) in runs.items():
-        row = f"{e:>4} {wall:8.1f} {per_minute[e]:9.1f}"
-        if one:
-            efficiency = per_minute[e] / (e * per_minute[1])
-            bound = schedule_bound(one[1], e)
-            row += f" {efficiency:11.2f} {bound:6.2f} {efficiency / bound:9.2f}"
-        else:
-            row += f" {'-':>11} {'-':>6} {'-':>9}"
-        print(f"{row} {baseline / wall:13.1f}x")
+    if args.before is not None:
+        before, score_before = offline_wall(args.before, args.texts, args.questions, 3)
+        after, score_after = offline_wall(ROOT, args.texts, args.questions, 3)
+        print(f"\noffline backend, one evaluation: before {before:.2f} s, after {after:.2f} s "
+              f"(after/before {after / before:.2f}); scores {score_before:.4f} and {score_after:.4f}")
 
 
 if __name__ == "__main__":

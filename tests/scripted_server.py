@@ -19,9 +19,16 @@ RESET = 0
 
 
 class ScriptedServer:
-    def __init__(self, *, latency_s: float = 0.0, reply: str = '{"answer": "ok"}', context_chars: int | None = None):
+    """``reply_for(messages)``, if given, answers every chat request from its own messages (a deterministic
+    model: the same request gets the same reply whatever order requests come in); ``latency_for(messages)``
+    likewise sets each request's latency (replies then come back out of order)."""
+
+    def __init__(self, *, latency_s: float = 0.0, reply: str = '{"answer": "ok"}', reply_for=None, latency_for=None,
+                 context_chars: int | None = None):
         self.latency_s = latency_s
         self.reply = reply
+        self.reply_for = reply_for
+        self.latency_for = latency_for
         # A chat request whose messages hold more characters is refused as llama.cpp refuses a prompt beyond its
         # context: HTTP 400.
         self.context_chars = context_chars
@@ -87,11 +94,16 @@ class ScriptedServer:
                     size = sum(len(str(m.get("content", ""))) for m in request.get("messages", []))
                     if failure is None and server.context_chars is not None and size > server.context_chars:
                         failure = (400, {})
+                    latency = server.latency_s
                     if failure is None and "messages" in request:
                         server.prompts.append(request["messages"])
                         content = server.replies.popleft() if server.replies else server.reply
+                        if server.reply_for is not None:
+                            content = server.reply_for(request["messages"])
+                        if server.latency_for is not None:
+                            latency = server.latency_for(request["messages"])
                 try:
-                    time.sleep(server.latency_s)
+                    time.sleep(latency)
                     if failure is not None and failure[0] == RESET:
                         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                         self.close_connection = True

@@ -13,6 +13,7 @@ from mstar_ray.actors.progress_board import ProgressReporter
 from mstar_ray.actors.run_services import RemoteCache, RemoteGateway
 from mstar_ray.actors.wiring import RoleClients
 from mstar_ray.agent.evaluation import evaluate
+from mstar_ray.agent.pipeline import EvalConcurrency
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.run_config import RunConfig
 from mstar_ray.sandbox_host import SandboxLimits, check_layers, shared_fork_server
@@ -24,13 +25,14 @@ from mstar_ray.tasks.model import Task
 @ray.remote
 class EvaluatorActor:
     def __init__(self, settings: LLMSettings, limits: SandboxLimits, cache_name: str, gateway_name: str,
-                 board_name: str | None = None):
+                 board_name: str | None = None, concurrency: EvalConcurrency | None = None):
         # The sandbox fork server starts with the actor: its imports cost a second or two of CPU that no
         # evaluation should pay, and a broken install shows at start-up rather than on the first job.
         shared_fork_server()
         # the run's services by name (see run_services): no actor handle among the constructor arguments
         self.roles = RoleClients(settings, cache=RemoteCache.named(cache_name), gateway=RemoteGateway.named(gateway_name))
         self.limits = limits
+        self.concurrency = concurrency  # None: evaluate's default for the backend
         self.backend = self.roles.backend()
         self.embedder = self.roles.embedder()
         self.judge = self.roles.client("judge")
@@ -46,7 +48,8 @@ class EvaluatorActor:
         try:
             report = evaluate(job.source, task, self.backend, self.embedder, limits=self.limits,
                               judge=self.judge, verdicts=job.judge, progress=reporter,
-                              feedback_ids=job.feedback_ids, attribute=job.attribute)
+                              feedback_ids=job.feedback_ids, attribute=job.attribute,
+                              concurrency=self.concurrency if self.backend.waits else None)
         finally:
             if reporter is not None:
                 reporter.close()
@@ -70,4 +73,4 @@ def new_evaluator(config: RunConfig, cache_name: str, gateway_name: str, board_n
     return EvaluatorActor.options(
         num_cpus=config.ray.evaluator_cpus, resources=config.ray.evaluator_resources, scheduling_strategy="SPREAD",
         max_restarts=config.ray.max_restarts, max_task_retries=config.ray.max_restarts,
-    ).remote(config.llm, config.sandbox, cache_name, gateway_name, board_name)
+    ).remote(config.llm, config.sandbox, cache_name, gateway_name, board_name, config.evaluation)

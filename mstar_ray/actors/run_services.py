@@ -1,8 +1,8 @@
 """The run's shared services on a Ray cluster: one cache and one gateway (limits, ledger, budget) for all
 workers, pinned to the driver's node, where the run directory lives.
 
-Both are threaded actors holding thread-safe core objects (``SqliteCache``, ``Governor``); they ask for no
-CPU so they never take a slot an evaluator could use. Workers talk to them through ``RemoteCache`` and
+The cache is a threaded actor holding a thread-safe ``SqliteCache``, the gateway an asyncio actor holding the
+``Governor`` (it holds callers waiting for a slot without a thread each); they ask for no CPU so they never take a slot an evaluator could use. Workers talk to them through ``RemoteCache`` and
 ``RemoteGateway``, which implement the same interfaces as the local objects.
 
 Both are named actors, and the evaluator and reflector actors are given their names, not handles: an
@@ -12,6 +12,8 @@ Ray warns about on every run (and which a lost object would break); a name is lo
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from pathlib import Path
 
@@ -50,27 +52,59 @@ class CacheActor:
         return len(self.store)
 
 
-@ray.remote(num_cpus=0, max_concurrency=SERVICE_THREADS)
-class GatewayActor:
-    def __init__(self, settings: LLMSettings):
-        self.governor = Governor(settings.limits(), settings.prices, settings.budget)
+# Callers an admission may hold at once (the gateway is an asyncio actor: a held caller costs a coroutine, not
+# a thread): every request the run's evaluators and reflectors can have waiting.
+GATEWAY_CALLERS = 4096
 
-    def admit(self, endpoint: str) -> Admission:
+
+@ray.remote(num_cpus=0, max_concurrency=GATEWAY_CALLERS)
+class GatewayActor:
+    """The ``Governor`` of the run. Its methods run one at a time on the actor's event loop (each is a few
+    dictionary operations); ``admit_waiting`` holds a caller whose endpoint is busy until a request in flight
+    ends, so the run's slots are handed out as they free, across every node, with no polling."""
+
+    def __init__(self, settings: LLMSettings):
+        self.governor = Governor.for_settings(settings)
+        self._freed: asyncio.Event | None = None
+
+    def _notify(self) -> None:
+        if self._freed is not None:
+            self._freed.set()
+            self._freed = None
+
+    async def admit(self, endpoint: str) -> Admission:
         return self.governor.admit(endpoint)
 
-    def settle(self, lease: str, call: CallLog) -> CallLog:
-        return self.governor.settle(lease, call)
+    async def admit_waiting(self, endpoint: str, hold_s: float) -> Admission:
+        deadline = time.monotonic() + hold_s
+        while True:
+            admission = self.governor.admit(endpoint)
+            left = deadline - time.monotonic()
+            if not admission.busy or left <= 0:
+                return admission
+            if self._freed is None:
+                self._freed = asyncio.Event()
+            try:
+                await asyncio.wait_for(self._freed.wait(), left)
+            except asyncio.TimeoutError:
+                pass
 
-    def release(self, lease: str) -> None:
+    async def settle(self, lease: str, call: CallLog) -> CallLog:
+        settled = self.governor.settle(lease, call)
+        self._notify()
+        return settled
+
+    async def release(self, lease: str) -> None:
         self.governor.release(lease)
+        self._notify()
 
-    def pause(self, endpoint: str, seconds: float) -> None:
+    async def pause(self, endpoint: str, seconds: float) -> None:
         self.governor.pause(endpoint, seconds)
 
-    def snapshot(self) -> UsageSnapshot:
+    async def snapshot(self) -> UsageSnapshot:
         return self.governor.snapshot()
 
-    def restore(self, usage: dict[str, RoleUsage]) -> None:
+    async def restore(self, usage: dict[str, RoleUsage]) -> None:
         self.governor.restore(usage)
 
 
@@ -112,6 +146,9 @@ class RemoteGateway:
 
     def admit(self, endpoint: str) -> Admission:
         return ray.get(self.actor.admit.remote(endpoint))
+
+    def admit_waiting(self, endpoint: str, hold_s: float) -> Admission:
+        return ray.get(self.actor.admit_waiting.remote(endpoint, hold_s))
 
     def settle(self, lease: str, call: CallLog) -> CallLog:
         return ray.get(self.actor.settle.remote(lease, call))

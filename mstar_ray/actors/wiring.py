@@ -83,7 +83,7 @@ class RoleClients:
     def __init__(self, settings: LLMSettings, *, cache: CacheStore | None = None, gateway: Gateway | None = None):
         self.settings = settings
         self.cache = cache if cache is not None else MemoryCache()
-        self.gateway = gateway or Governor(settings.limits(), settings.prices, settings.budget)
+        self.gateway = gateway or Governor.for_settings(settings)
         self._clients: dict[str, LLMClient] = {}
         self._remote_embedders: list = []  # OpenAIEmbedders: their requests are priced calls, logged like a client's
 

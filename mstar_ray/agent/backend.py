@@ -17,6 +17,7 @@ from mstar_ray.program_schema import FieldSpec
 
 class AgentBackend(Protocol):
     name: str
+    waits: bool  # its steps wait on a model (worth overlapping), rather than compute here
 
     def extract_item(self, instruction: str, fields: list[FieldSpec], raw_text: str) -> dict[str, Any]:
         """Fill a ``KnowledgeItem`` JSON object from one raw text."""

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from mstar_ray.agent.attribution import attribute as attribute_failures
 from mstar_ray.agent.backend import AgentBackend
+from mstar_ray.agent.pipeline import EvalConcurrency, SERIAL, Stopped, Turns, as_done, executor, in_order
 from mstar_ray.contract import ProgramInfo, inspect_program
 from mstar_ray.embedding.cached import CachedEmbedder, candidate_embedder
 from mstar_ray.embedding.embedder import Embedder
@@ -62,13 +63,22 @@ class _CountingEmbedder:
 
 class _SandboxMemory:
     """``recall`` for the families: the backend builds the program's Query from a text, the sandbox reads.
-    An oracle read is counted, and its requests named, apart (``oracle_query``, ``oracle_toolkit``)."""
+    An oracle read is counted, and its requests named, apart (``oracle_query``, ``oracle_toolkit``).
+
+    Many items may build their queries at once; their reads reach the sandbox one at a time, in item order
+    (``for_item``: item *i*'s read waits for turn *i*), so the program sees what the serial protocol shows it."""
 
     def __init__(self, sandbox: Sandbox, backend: AgentBackend, instruction: str, program: ProgramInfo,
-                 calls: collections.Counter[str]):
+                 calls: collections.Counter[str], turns: Turns | None = None, turn: int = 0,
+                 root: _SandboxMemory | None = None):
         self.sandbox, self.backend, self.instruction, self.calls = sandbox, backend, instruction, calls
-        self.fields = program.schema.query
+        self.program, self.fields = program, program.schema.query
+        self.turns, self.turn, self.root = turns, turn, root or self
         self.toolkit_step = "toolkit"  # what the program's own LLM calls are named in the accounts, right now
+
+    def for_item(self, turns: Turns, turn: int, calls: collections.Counter[str]) -> _SandboxMemory:
+        """A view for one concurrent item: its own counts, its read at ``turn`` of ``turns``."""
+        return _SandboxMemory(self.sandbox, self.backend, self.instruction, self.program, calls, turns, turn, self)
 
     def toolkit(self, messages: list[dict[str, str]], budget: CandidateBudget) -> str:
         return self.backend.toolkit_completion(messages, step=self.toolkit_step, budget=budget)
@@ -76,11 +86,20 @@ class _SandboxMemory:
     def recall(self, text: str, *, oracle: bool = False) -> Recall:
         query = self.backend.build_query(self.instruction, self.fields, text, step="oracle_query" if oracle else "query")
         self.calls["oracle_read" if oracle else "query"] += 1
-        self.toolkit_step = "oracle_toolkit" if oracle else "toolkit"
+        root = self.root
+        if self.turns is not None:
+            self.turns.wait(self.turn)
         try:
-            outcome = self.sandbox.read(query)
+            root.toolkit_step = "oracle_toolkit" if oracle else "toolkit"
+            try:
+                outcome = self.sandbox.read(query)
+            finally:
+                root.toolkit_step = "toolkit"
+            if outcome.violation and self.turns is not None:
+                self.turns.stop()  # before the turn passes: no later item reads a killed program
         finally:
-            self.toolkit_step = "toolkit"
+            if self.turns is not None:
+                self.turns.done(self.turn)
         self.calls["toolkit_llm"] += outcome.llm_calls
         if outcome.violation:
             raise MemoryViolation(outcome, query)
@@ -97,8 +116,10 @@ class _Evaluation:
     """One evaluation's state through its phases; ``evaluate`` below is the procedure."""
 
     def __init__(self, info: ProgramInfo, task: Task, items: list[Item], backend: AgentBackend, family: Family,
-                 judge: LLMClient | None, verdicts: bool, feedback: set[str], progress: ProgressHook):
+                 judge: LLMClient | None, verdicts: bool, feedback: set[str], progress: ProgressHook,
+                 concurrency: EvalConcurrency):
         self.info, self.task, self.items, self.backend, self.family = info, task, items, backend, family
+        self.concurrency = concurrency
         self.judge, self.verdicts, self.feedback, self.progress = judge, verdicts, feedback, progress
         self.results = [ItemResult.of(item) for item in items]
         self.calls: collections.Counter[str] = collections.Counter(
@@ -111,43 +132,57 @@ class _Evaluation:
         self.attribution_stopped: str | None = None
 
     def write_phase(self, sandbox: Sandbox) -> None:
+        """Extractions run ahead (up to ``in_flight`` of them); each write reaches the sandbox, in task order,
+        as soon as its own extraction is back and the write before it is done."""
         constants, schema = self.info.constants, self.info.schema
+        texts = self.task.texts
         started = time.monotonic()
-        for text in self.task.texts:
-            item = self.backend.extract_item(constants["INSTRUCTION_KNOWLEDGE_ITEM"], schema.knowledge_item, text.text)
-            self.calls["extract"] += 1
-            outcome = sandbox.write(item, text.text)
-            self.calls["toolkit_llm"] += outcome.llm_calls
-            if outcome.violation:
-                self.violation = _violation("write", outcome)
-                return
-            if outcome.ok:
-                self.written += 1
-                if self.write_example is None:
-                    self.write_example = {"raw_text": text.text[:WRITE_EXAMPLE_CHARS], "item": item}
-            else:
-                self.write_errors.append(f"{text.id}: {outcome.describe()}")
-            self.state.texts_done += 1
-            self.state.write_s = time.monotonic() - started
-            self.progress(self.state)
+
+        def extract(text):
+            return self.backend.extract_item(constants["INSTRUCTION_KNOWLEDGE_ITEM"], schema.knowledge_item, text.text)
+
+        with executor(self.concurrency.in_flight, "extract") as pool:
+            for text, item in zip(texts, in_order(pool, extract, texts, self.concurrency.in_flight)):
+                self.calls["extract"] += 1
+                outcome = sandbox.write(item, text.text)
+                self.calls["toolkit_llm"] += outcome.llm_calls
+                if outcome.violation:
+                    self.violation = _violation("write", outcome)
+                    return
+                if outcome.ok:
+                    self.written += 1
+                    if self.write_example is None:
+                        self.write_example = {"raw_text": text.text[:WRITE_EXAMPLE_CHARS], "item": item}
+                else:
+                    self.write_errors.append(f"{text.id}: {outcome.describe()}")
+                self.state.texts_done += 1
+                self.state.write_s = time.monotonic() - started
+                self.progress(self.state)
+
+    def _item_run(self, item: Item, memory: _SandboxMemory) -> ItemRun:
+        return ItemRun(agent=self.backend, memory=memory, response_instruction=self.info.constants["INSTRUCTION_RESPONSE"],
+                       always_on=self.info.constants["ALWAYS_ON_KNOWLEDGE"], judge=self.judge,
+                       verdicts=self.verdicts and item.id not in self.feedback, calls=memory.calls)
+
+    def _item_done(self, started: float) -> None:
+        self.state.items_done += 1
+        self.state.read_s = time.monotonic() - started
+        self.progress(self.state)
 
     def item_phase(self, sandbox: Sandbox, memory: _SandboxMemory) -> None:
-        constants = self.info.constants
-        # The feedback slice first (a stable sort: each part keeps its order), so what it teaches serves the rest.
-        order = sorted(range(len(self.items)), key=lambda i: self.items[i].id not in self.feedback)
+        # The feedback slice first, one item after another (what each teaches serves the next), then the rest.
+        taught = [i for i, item in enumerate(self.items) if item.id in self.feedback]
+        rest = [i for i, item in enumerate(self.items) if item.id not in self.feedback]
         started = time.monotonic()
-        for index in order:
+        for index in taught:
             item = self.items[index]
-            run = ItemRun(agent=self.backend, memory=memory, response_instruction=constants["INSTRUCTION_RESPONSE"],
-                          always_on=constants["ALWAYS_ON_KNOWLEDGE"], judge=self.judge,
-                          verdicts=self.verdicts and item.id not in self.feedback, calls=self.calls)
             try:
-                result = self.results[index] = self.family.run(item, run)
+                result = self.results[index] = self.family.run(item, self._item_run(item, memory))
             except MemoryViolation as exc:
                 self.results[index].query, self.results[index].seconds = exc.query, exc.outcome.seconds
                 self.violation = _violation("read", exc.outcome)
                 return
-            if item.id in self.feedback and result.error is None:
+            if result.error is None:
                 outcome = sandbox.feedback(result.query, result.score)
                 self.calls["feedback"] += 1
                 self.calls["toolkit_llm"] += outcome.llm_calls
@@ -156,9 +191,62 @@ class _Evaluation:
                     return
                 if not outcome.ok:
                     result.error = f"feedback: {outcome.describe()}"
-            self.state.items_done += 1
-            self.state.read_s = time.monotonic() - started
-            self.progress(self.state)
+            self._item_done(started)
+        self._concurrent_items(rest, memory, started)
+
+    def _concurrent_items(self, order: list[int], memory: _SandboxMemory, started: float) -> None:
+        """Items independent given the memory run at once: their model steps overlap, their reads reach the
+        sandbox in item order (``Turns``). A violation stops every read after it and every item not started;
+        what the serial protocol would not have run (the items after it) is left as it would have left it."""
+        slots = self.concurrency.in_flight if getattr(self.family, "reads_once", False) else 1
+        if getattr(self.family, "process_per_item", False):
+            slots = min(slots, self.concurrency.episodes)
+        turns = Turns()
+        counts = {index: collections.Counter() for index in order}  # each item's own: merged below, in item order
+
+        def run_item(turn_index: tuple[int, int]) -> ItemResult:
+            turn, index = turn_index
+            item = self.items[index]
+            try:
+                return self.family.run(item, self._item_run(item, memory.for_item(turns, turn, counts[index])))
+            except (MemoryViolation, Stopped):
+                raise
+            except BaseException:
+                turns.stop()  # a failed step (an endpoint, the budget) ends the evaluation, as it always did
+                raise
+            finally:
+                turns.done(turn)
+
+        finished: dict[int, ItemResult] = {}
+        failure: BaseException | None = None
+        violated: tuple[int, MemoryViolation] | None = None
+        with executor(slots, "items") as pool:
+            for (turn, index), future in as_done(pool, run_item, list(enumerate(order)), slots, lambda: not turns.stopped):
+                try:
+                    finished[turn] = future.result()
+                except Stopped:
+                    continue  # after a violation: where the serial protocol would not have gone
+                except MemoryViolation as exc:
+                    violated = violated or (turn, exc)
+                    continue
+                except BaseException as exc:  # noqa: BLE001 - raised below, once the items in flight are back
+                    failure = failure or exc
+                    continue
+                self._item_done(started)
+        if failure is not None:
+            raise failure
+        # What the serial protocol would have: every item before the violation, the violating one's query.
+        last = violated[0] if violated is not None else len(order)
+        for turn, index in enumerate(order[:last + 1]):
+            if turn in finished and turn < last:
+                self.results[index] = finished[turn]
+            if turn <= last:
+                self.calls.update(counts[index])
+        if violated is not None:
+            turn, exc = violated
+            index = order[turn]
+            self.results[index].query, self.results[index].seconds = exc.query, exc.outcome.seconds
+            self.violation = _violation("read", exc.outcome)
 
     def attribution_phase(self, memory: _SandboxMemory) -> None:
         self.calls["oracle_read"] += 0  # reported even when no failure needed one
@@ -186,6 +274,7 @@ def evaluate(
     progress: ProgressHook | None = None,
     feedback_ids: Collection[str] = (),
     attribute: bool = False,
+    concurrency: EvalConcurrency | None = None,
 ) -> EvalReport:
     """Run the protocol for ``source`` on ``task`` (or on a subset of its ``items``).
 
@@ -199,6 +288,9 @@ def evaluate(
     others but never judged.
     ``attribute``: attribute each failure with known evidence to a stage (``mstar_ray.agent.attribution``),
     with one oracle read per failure whose evidence was written but is missing; scores do not change.
+    ``concurrency``: how many of its model steps overlap (``mstar_ray.agent.pipeline``); the sandbox sees the
+    same calls in the same order whatever it is. None: the run's default for a backend that waits on a model,
+    the serial protocol for one that computes (the offline backend: threads would only share its CPU).
     Raises ``ContractError`` when the program fails the static checks: it is never started then.
     """
     info = inspect_program(source)
@@ -212,7 +304,8 @@ def evaluate(
     budget = CandidateBudget.of_program(source, (limits or SandboxLimits()).toolkit_cache_mb)
     embed = _CountingEmbedder(candidate_embedder(embedder, budget))
     run = _Evaluation(info, task, list(task.items if items is None else items), backend, family, judge, verdicts,
-                      set(feedback_ids) if info.has_feedback else set(), progress or (lambda _: None))
+                      set(feedback_ids) if info.has_feedback else set(), progress or (lambda _: None),
+                      concurrency or (EvalConcurrency() if backend.waits else SERIAL))
     memory: _SandboxMemory | None = None
     with Sandbox(source, limits=limits, llm=lambda messages: memory.toolkit(messages, budget), embed=embed) as sandbox:
         memory = _SandboxMemory(sandbox, backend, info.constants["INSTRUCTION_QUERY"], info, run.calls)

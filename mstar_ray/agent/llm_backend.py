@@ -3,6 +3,7 @@ corrective retry for a structured step whose JSON does not fit the program's sch
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from mstar_ray.agent.actions import explore, match_reply
@@ -39,11 +40,18 @@ class LLMBackend:
     for the memory program's own ``llm_completion`` calls. Requests go through ``LLMClient``s, so they
     are cached, limited run-wide and accounted for."""
 
+    waits = True  # every step waits on a model: an evaluation overlaps them (mstar_ray.agent.pipeline)
+
     def __init__(self, task: LLMClient, toolkit: LLMClient | None = None):
         self.task = task
         self.toolkit = toolkit or task
         self.name = f"llm:{task.model}"
         self.stats: dict[str, int] = {"json_retries": 0, "json_fallbacks": 0, "act_unmatched": 0}
+        self._lock = threading.Lock()
+
+    def _note(self, stat: str) -> None:
+        with self._lock:  # steps run on an evaluation's threads
+            self.stats[stat] += 1
 
     def usage(self) -> dict[str, StepUsage]:
         merged = self.task.usage()
@@ -64,7 +72,7 @@ class LLMBackend:
         conformed, errors = self._read_reply(reply, fields)
         if errors:
             # One corrective retry that shows the model its own reply and what is wrong with it.
-            self.stats["json_retries"] += 1
+            self._note("json_retries")
             messages += [
                 {"role": "assistant", "content": reply[:2000]},
                 {"role": "user", "content": "That reply does not fit the schema: " + "; ".join(errors)
@@ -73,7 +81,7 @@ class LLMBackend:
             reply = self.task.complete(messages, step=step, json_mode=True).text
             conformed, errors = self._read_reply(reply, fields)
         if errors:
-            self.stats["json_fallbacks"] += 1
+            self._note("json_fallbacks")
             return fallback(fields, text)
         return conformed
 
@@ -133,7 +141,7 @@ class LLMBackend:
         reply = self.task.complete(messages, step="act", max_tokens=ACT_MAX_TOKENS).text
         action, how = match_reply(reply, turn.actions)
         if action is None:
-            self.stats["act_unmatched"] += 1
+            self._note("act_unmatched")
             return Choice(explore(turn), f"the model replied {reply.strip()[:80]!r}, no admissible action: explored")
         return Choice(action, "" if how == "exact" else f"the model replied {reply.strip()[:80]!r}")
 

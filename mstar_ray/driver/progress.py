@@ -28,6 +28,7 @@ class ProgressState(BaseModel):
     tokens: int = 0
     cache_hits: int = 0
     requests: int = 0
+    requests_in_flight: int = 0  # model requests holding a slot at the gateway now, across the run
     phase: str = "starting"
     in_flight: list[InFlight] = []  # each evaluation's own progress
 
@@ -47,7 +48,7 @@ def _line(state: ProgressState, elapsed: float) -> str:
     duplicates = f", duplicates {state.duplicates}" if state.duplicates else ""
     duplicates += f", screened out {state.screened_out}" if state.screened_out else ""
     return (f"[{state.phase}] candidates {state.evaluated}{target} (discarded {state.discarded}, violations "
-            f"{state.violations}{duplicates}) · in flight: {state.evaluating} eval, {state.reflecting} reflect · best {best} "
+            f"{state.violations}{duplicates}) · in flight: {state.evaluating} eval, {state.reflecting} reflect, {state.requests_in_flight} requests · best {best} "
             f"(seeds {seed}) · ${state.cost_usd:.4f}, {state.tokens} tokens, cache {hit_rate} · "
             f"{rate:.1f}/min{eta}" + "".join(f" · {e.describe()}" for e in state.in_flight) + f" · {elapsed:.0f} s")
 

@@ -162,6 +162,7 @@ class SearchDriver:
             self.watch()
         self.usage = self.gateway.snapshot()
         self.state.cost_usd, self.state.tokens = self.usage.total.cost_usd, self.usage.total.tokens
+        self.state.requests_in_flight = sum(self.usage.in_flight.values())
         running = self.pool.running()
         self.state.evaluating = sum(1 for work in running if work.kind == "evaluate")
         self.state.reflecting = sum(1 for work in running if work.kind == "reflect")

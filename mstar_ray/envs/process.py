@@ -10,6 +10,7 @@ that cannot get as far as its first answer twice in a row means the machine cann
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -17,8 +18,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 from mstar_ray.envs import require
@@ -34,6 +37,8 @@ STDERR_TAIL_CHARS = 1500
 CLOSE_WAIT_S = 5.0
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _SHARED: dict[str, EnvProcess] = {}
+_IDLE: dict[str, list[EnvProcess]] = {}  # this process's environments of each kind not playing an episode now
+_IDLE_LOCK = threading.Lock()
 STATEFUL_OPS = ("step", "expert_action")  # they continue the game a reset started
 
 
@@ -200,3 +205,18 @@ def shared(kind: EnvKind) -> EnvProcess:
     if kind not in _SHARED:
         _SHARED[kind] = EnvProcess(kind)
     return _SHARED[kind]
+
+
+@contextlib.contextmanager
+def leased(kind: EnvKind) -> Iterator[EnvProcess]:
+    """An environment of ``kind`` for one episode, used by no other thread until the episode ends: the shared one
+    (``shared``) when it is free, else another, kept for later episodes. Concurrent episodes each get a process;
+    an evaluation bounds how many it plays at once."""
+    with _IDLE_LOCK:
+        idle = _IDLE.setdefault(kind, [shared(kind)])
+        env = idle.pop() if idle else EnvProcess(kind)
+    try:
+        yield env
+    finally:
+        with _IDLE_LOCK:
+            _IDLE[kind].append(env)

@@ -56,6 +56,9 @@ class Family(Protocol):
     name: str
     steps: tuple[str, ...]  # the agent steps it counts in ItemRun.calls (beside extract, query and toolkit)
     brief: str  # for the reflector's prompt: how the agent uses read() on this family and how it is scored
+    # Optional: ``reads_once = True`` (each item reads memory at most once) lets an evaluation run items at
+    # once, their reads in item order; without it items run one after another. ``process_per_item = True``:
+    # an item holds a helper process while it runs, so items at once are bounded by ``evaluation.episodes``.
 
     def metric_for(self, judged: bool) -> str:
         """What an item's score is, for people ("token F1", "success"), given whether the run has a judge model:

@@ -8,7 +8,7 @@ far, the current observation and the inventory. Score 1 if the game is won withi
 The episode's transcript is the item's trace, which a reflector reads for a failed episode.
 
 The environment runs in a helper process of this one (``mstar_ray.envs.process``), kept for every episode
-this process plays. An environment that hangs or crashes fails that episode, with the error in the item's
+this process plays (one per episode played at once). An environment that hangs or crashes fails that episode, with the error in the item's
 ``error`` and trace; the next episode gets a fresh process.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 
 from mstar_ray.envs.base import EnvFailure, EpisodeSpec, Observation
-from mstar_ray.envs.process import EnvProcess, shared
+from mstar_ray.envs.process import EnvProcess, leased
 from mstar_ray.envs.transcript import Transcript
 from mstar_ray.families.base import ItemRun
 from mstar_ray.families.turn import Turn
@@ -35,6 +35,8 @@ def _actions(count: int) -> str:
 class Episodes:
     name = "episode"
     steps = ("act",)
+    reads_once = True  # at the episode's start: episodes can be played at once (mstar_ray.agent.pipeline)
+    process_per_item = True  # an environment process each: how many play at once is bounded apart
     brief = (
         "Each item is an episode of a text game. The agent fills the Query from the episode's opening (its "
         "OBJECTIVE and first OBSERVATION, shown as the question) and read() is called once, at the start. At every "
@@ -49,7 +51,10 @@ class Episodes:
 
     def run(self, item: Item, run: ItemRun) -> ItemResult:
         spec = EpisodeSpec.model_validate(item.spec)
-        env = shared(spec.game.env)
+        with leased(spec.game.env) as env:
+            return self._episode(item, spec, env, run)
+
+    def _episode(self, item: Item, spec: EpisodeSpec, env: EnvProcess, run: ItemRun) -> ItemResult:
         started = time.monotonic()
         result = ItemResult.of(item)
         try:

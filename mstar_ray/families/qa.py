@@ -13,6 +13,7 @@ from mstar_ray.tasks.scoring import token_f1
 class QuestionAnswering:
     name = "qa"
     steps = ("answer",)
+    reads_once = True  # items can run at once, their reads kept in item order (mstar_ray.agent.pipeline)
     brief = "The agent answers each question from read()'s output alone; answers are scored by token F1."
 
     def metric_for(self, judged: bool) -> str:

@@ -57,6 +57,7 @@ def trace(grader: Grader, criteria: list[Criterion], verdicts: list[Verdict]) ->
 class RubricGraded:
     name = "rubric"
     steps = ("respond", "grade", "grade_unreadable")
+    reads_once = True  # items can run at once, their reads kept in item order (mstar_ray.agent.pipeline)
     brief = ("Each item is a conversation ending in a user's request. The agent writes its full reply from "
              "read()'s output, queried with the end of the conversation. The reply is checked against the item's "
              "rubric: criteria worth points when met, negative points for what a reply must avoid; the score is "

@@ -17,6 +17,12 @@ from mstar_ray.llm.errors import EndpointError
 from mstar_ray.llm.retry import parse_retry_after
 
 
+# Requests in flight to one endpoint where the config does not say: what a hosted API takes from one user
+# without queueing or 429s; and for a server on this machine (a loopback address), one: a llama.cpp server
+# has one slot unless started with more, and requests beyond its slots only queue in it or time out.
+DEFAULT_MAX_CONCURRENCY = 16
+LOCAL_MAX_CONCURRENCY = 1
+_LOOPBACK = ("localhost", "127.", "[::1]", "0.0.0.0")
 # A request's timeout where neither the config nor a start-up measurement chose one (a client made directly).
 UNMEASURED_TIMEOUT_S = 60.0
 # One attempt of the start-up check: a server that accepts the connection but says nothing for this long
@@ -45,7 +51,11 @@ class EndpointConfig(BaseModel):
                                "connections but does not answer yet (busy with an earlier request)")
     max_retries: int = Field(4, ge=0, description="retries of a failed request, with back-off")
     json_mode: bool = Field(True, description="send response_format=json_object for structured steps")
-    max_concurrency: int | None = Field(None, gt=0, description="requests in flight at once, across the whole run")
+    max_concurrency: int | None = Field(
+        DEFAULT_MAX_CONCURRENCY, gt=0, description="requests in flight at once to this endpoint, across the whole run "
+        "(every evaluator and reflector on every node); unset: 16, or 1 for a server on this machine (a loopback "
+        "base_url), since a llama.cpp server answers as many at once as it has slots (--parallel, 1 by default); "
+        "null: no limit")
     requests_per_minute: int | None = Field(None, gt=0, description="requests started per minute, across the whole run")
 
     @model_validator(mode="before")
@@ -64,6 +74,8 @@ class EndpointConfig(BaseModel):
             raise ValueError("give base_url (an endpoint) or served (a model of the serve section)")
         if data.get("model") is None:
             raise ValueError("model is required with base_url")
+        if "max_concurrency" not in data and _on_this_machine(str(data["base_url"])):
+            return {**data, "max_concurrency": LOCAL_MAX_CONCURRENCY}
         return data
 
     def at(self, base_url: str) -> EndpointConfig:
@@ -79,6 +91,11 @@ class EndpointConfig(BaseModel):
         """Roles that share a server and model share its limits."""
         where = self.base_url.rstrip("/") if self.base_url else f"served:{self.served}"
         return f"{where}#{self.model}"
+
+
+def _on_this_machine(base_url: str) -> bool:
+    host = base_url.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
+    return host.startswith(_LOOPBACK)
 
 
 class Completion(BaseModel):

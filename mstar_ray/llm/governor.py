@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel
 
@@ -19,21 +19,34 @@ from mstar_ray.llm.ledger import Budget, Ledger, Price, RoleUsage
 from mstar_ray.llm.limits import EndpointLimit, LimitTable
 from mstar_ray.llm.usage import CallLog
 
+if TYPE_CHECKING:
+    from mstar_ray.llm.settings import LLMSettings
+
 
 class Admission(BaseModel):
     lease: str | None = None
     wait_s: float = 0.0
     stop: str | None = None  # the budget is spent: do not retry, stop
+    busy: bool = False  # refused because the endpoint (or the run) has as many requests in flight as it may
+
+
+# How long one admission may hold a caller whose endpoint is busy before answering "ask again": a slot is
+# handed out as soon as one frees (no polling), and no caller waits on one request for ever.
+HOLD_S = 5.0
 
 
 class UsageSnapshot(BaseModel):
     by_role: dict[str, RoleUsage]
     total: RoleUsage
     stop: str | None
+    in_flight: dict[str, int] = {}  # requests in flight now, by endpoint
 
 
 class Gateway(Protocol):
     def admit(self, endpoint: str) -> Admission: ...
+
+    def admit_waiting(self, endpoint: str, hold_s: float) -> Admission:
+        """``admit``, but while the endpoint is busy wait (up to ``hold_s``) for a request in flight to end."""
 
     def settle(self, lease: str, call: CallLog) -> CallLog: ...
 
@@ -50,12 +63,13 @@ def admitted(gateway: Gateway, endpoint: str, where: str, sleep: Callable[[float
     """A lease for one request to ``endpoint`` (waiting while its limits say so), or ``BudgetExceeded``
     naming ``where`` once the run's budget is spent: how every paid call, chat or embedding, starts."""
     while True:
-        admission = gateway.admit(endpoint)
+        admission = gateway.admit_waiting(endpoint, HOLD_S)
         if admission.stop:
             raise BudgetExceeded(f"{where}: {admission.stop}")
         if admission.lease is not None:
             return admission.lease
-        sleep(admission.wait_s)
+        if not admission.busy:  # a rate limit or a pause: their wait is known
+            sleep(admission.wait_s)
 
 
 class Governor:
@@ -66,29 +80,51 @@ class Governor:
         budget: Budget | None = None,
         *,
         lease_ttl_s: float = 600.0,
+        max_in_flight: int | None = None,
     ):
-        self._table = LimitTable(limits or {}, lease_ttl_s=lease_ttl_s)
+        self._table = LimitTable(limits or {}, lease_ttl_s=lease_ttl_s, max_in_flight=max_in_flight)
         self._ledger = Ledger(prices, budget)
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)  # a request in flight ended
+
+    @classmethod
+    def for_settings(cls, settings: LLMSettings) -> Governor:
+        """The run's governor: every endpoint's limits, the run's in-flight bound, prices and budget."""
+        return cls(settings.limits(), settings.prices, settings.budget, max_in_flight=settings.max_in_flight)
 
     def admit(self, endpoint: str) -> Admission:
         with self._lock:
-            stop = self._ledger.stop_reason()
-            if stop:
-                return Admission(stop=stop)
-            lease, wait = self._table.try_acquire(endpoint, time.monotonic())
-            return Admission(lease=lease, wait_s=wait)
+            return self._admit(endpoint)
+
+    def _admit(self, endpoint: str) -> Admission:
+        stop = self._ledger.stop_reason()
+        if stop:
+            return Admission(stop=stop)
+        lease, wait = self._table.try_acquire(endpoint, time.monotonic())
+        return Admission(lease=lease, wait_s=wait, busy=lease is None and self._table.full(endpoint))
+
+    def admit_waiting(self, endpoint: str, hold_s: float) -> Admission:
+        deadline = time.monotonic() + hold_s
+        with self._lock:
+            while True:
+                admission = self._admit(endpoint)
+                left = deadline - time.monotonic()
+                if not admission.busy or left <= 0:
+                    return admission
+                self._freed.wait(left)
 
     def settle(self, lease: str, call: CallLog) -> CallLog:
         """Ends an answered attempt: frees its lease and books the call; returns it priced."""
         with self._lock:
             self._table.release(lease)
+            self._freed.notify_all()
             return self._ledger.record(call)
 
     def release(self, lease: str) -> None:
         """Ends an attempt that got no answer: nothing to book (whether a server bills one, it does not say)."""
         with self._lock:
             self._table.release(lease)
+            self._freed.notify_all()
 
     def pause(self, endpoint: str, seconds: float) -> None:
         with self._lock:
@@ -106,4 +142,5 @@ class Governor:
                 by_role={k: v.model_copy() for k, v in self._ledger.by_role.items()},
                 total=self._ledger.total(),
                 stop=self._ledger.stop_reason(),
+                in_flight=self._table.in_flight(),
             )

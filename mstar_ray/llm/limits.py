@@ -36,9 +36,13 @@ class EndpointLimit(BaseModel):
 
 
 class LimitTable:
-    def __init__(self, limits: dict[str, EndpointLimit], *, lease_ttl_s: float = 600.0):
+    """``max_in_flight``: requests in flight to all endpoints together (the run's own bound), beside each
+    endpoint's ``max_concurrency``."""
+
+    def __init__(self, limits: dict[str, EndpointLimit], *, lease_ttl_s: float = 600.0, max_in_flight: int | None = None):
         self.limits = dict(limits)
         self.lease_ttl_s = lease_ttl_s
+        self.max_in_flight = max_in_flight
         self._starts: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
         self._leases: dict[str, tuple[str, float]] = {}  # lease id -> (endpoint, expiry)
         self._paused_until: dict[str, float] = {}
@@ -51,10 +55,8 @@ class LimitTable:
         if now < paused:
             return None, paused - now
         limit = self.limits.get(endpoint, EndpointLimit())
-        if limit.max_concurrency is not None:
-            in_flight = sum(1 for ep, _ in self._leases.values() if ep == endpoint)
-            if in_flight >= limit.max_concurrency:
-                return None, CONCURRENCY_POLL_S
+        if self.full(endpoint):
+            return None, CONCURRENCY_POLL_S
         starts = self._starts[endpoint]
         while starts and starts[0] <= now - WINDOW_S:
             starts.popleft()
@@ -64,6 +66,17 @@ class LimitTable:
         lease = f"{endpoint}@{next(self._ids)}"
         self._leases[lease] = (endpoint, now + self.lease_ttl_s)
         return lease, 0.0
+
+    def full(self, endpoint: str) -> bool:
+        """Whether a request to ``endpoint`` must wait for one in flight to end (its own limit or the run's)."""
+        if self.max_in_flight is not None and len(self._leases) >= self.max_in_flight:
+            return True
+        limit = self.limits.get(endpoint, EndpointLimit()).max_concurrency
+        return limit is not None and sum(1 for ep, _ in self._leases.values() if ep == endpoint) >= limit
+
+    def in_flight(self) -> dict[str, int]:
+        """Leases held now, by endpoint."""
+        return dict(collections.Counter(ep for ep, _ in self._leases.values()))
 
     def release(self, lease: str) -> None:
         self._leases.pop(lease, None)

@@ -68,6 +68,8 @@ class LLMSettings(BaseModel):
     embedding: EmbeddingConfig = EmbeddingConfig()
     prices: dict[str, Price] = Field(default_factory=dict, description="by model name")
     budget: Budget = Budget()
+    max_in_flight: int | None = Field(None, gt=0, description="requests in flight to all endpoints together, across "
+                                      "the whole run (beside each role's max_concurrency); null: only theirs")
 
     @model_validator(mode="after")
     def _priced_when_budgeted(self) -> LLMSettings:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from mstar_ray.agent.offline.act import choose_action
@@ -24,20 +25,26 @@ class OfflineBackend:
     """
 
     name = "offline"
+    waits = False  # its steps compute rather than wait: an evaluation runs them one after another by default
 
     def __init__(self) -> None:
         self.calls: dict[str, int] = {"extract": 0, "query": 0, "answer": 0, "respond": 0, "toolkit": 0, "act": 0}
+        self._lock = threading.Lock()
+
+    def _count(self, step: str) -> None:
+        with self._lock:  # steps may run on an evaluation's threads
+            self.calls[step] += 1
 
     def extract_item(self, instruction: str, fields: list[FieldSpec], raw_text: str) -> dict[str, Any]:
-        self.calls["extract"] += 1
+        self._count("extract")
         return extract_item(fields, raw_text)
 
     def build_query(self, instruction: str, fields: list[FieldSpec], question: str, step: str = "query") -> dict[str, Any]:
-        self.calls["query"] += 1
+        self._count("query")
         return build_query(fields, question)
 
     def answer(self, instruction: str, always_on: str, context: str, question: str) -> str:
-        self.calls["answer"] += 1
+        self._count("answer")
         # What memory returned for this question is the evidence; always-on text is mostly how to answer (a
         # policy, a format), so a model reads the answer out of it only when the context has nothing on the question.
         for evidence in (context or "", always_on or ""):
@@ -48,17 +55,17 @@ class OfflineBackend:
         return IDK
 
     def respond(self, instruction: str, always_on: str, context: str, messages: list[dict[str, str]]) -> str:
-        self.calls["respond"] += 1
+        self._count("respond")
         combined = "\n".join(part for part in (context or "", always_on or "") if part.strip())
         return respond_from_context(combined, messages)
 
     def act(self, instruction: str, always_on: str, context: str, turn: Turn) -> Choice:
-        self.calls["act"] += 1
+        self._count("act")
         return choose_action(always_on, context, turn)
 
     def toolkit_completion(self, messages: list[dict[str, str]], step: str = "toolkit",
                            budget: CandidateBudget | None = None) -> str:  # nothing cached: no budget to keep
-        self.calls["toolkit"] += 1
+        self._count("toolkit")
         return toolkit_answer(messages)
 
     def usage(self) -> dict[str, StepUsage]:
