@@ -150,11 +150,15 @@ def config_page() -> str:
         doc = field.description or (_doc(nested[0][0]) if nested else "")
         if doc:
             lines += [doc, ""]
-        lines += ["| key | type | default | valid values | description |", "|---|---|---|---|---|"]
-        for key in keys(nested[0][0], section) if nested else []:
-            lines.append(f"| `{key.path}` | {_cell(key.type)} | {_cell(key.default)} | {_cell(key.valid)} | "
-                         f"{_cell(key.description)} |")
-        lines.append("")
+        # A section that is a union (the task: one options model per task) gets a table per member.
+        for model, _ in nested[:1] if len(nested) == 1 else nested:
+            if len(nested) > 1:
+                lines += [f"### `{section}`: {model.__name__}", "", *([_doc(model), ""] if _doc(model) else [])]
+            lines += ["| key | type | default | valid values | description |", "|---|---|---|---|---|"]
+            for key in keys(model, section):
+                lines.append(f"| `{key.path}` | {_cell(key.type)} | {_cell(key.default)} | {_cell(key.valid)} | "
+                             f"{_cell(key.description)} |")
+            lines.append("")
     return "\n".join(lines)
 
 
