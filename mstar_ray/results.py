@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from mstar_ray.llm.usage import StepUsage
 from mstar_ray.tasks.model import Item
@@ -144,3 +144,19 @@ def stage_counts(results: list[ItemResult]) -> dict[str, dict[str, int]]:
 def stage_totals(results: list[ItemResult]) -> dict[str, int]:
     """Attributed failures by stage."""
     return dict(sorted(collections.Counter(r.stage for r in results if r.stage is not None).items()))
+
+
+class EvalConcurrency(BaseModel):
+    """The ``evaluation`` section of a run config: how many steps of one evaluation overlap
+    (``mstar_ray.agent.pipeline``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    in_flight: int = Field(16, ge=1, le=256, description="steps of one evaluation that wait on a model at once "
+                           "(extractions, items); each endpoint's max_concurrency bounds the requests themselves, "
+                           "across the run. 1: the serial protocol")
+    episodes: int = Field(4, ge=1, le=64, description="episodes of one evaluation played at once, each in its own "
+                          "environment process (which costs memory: a JVM for TextWorldExpress)")
+
+
+SERIAL = EvalConcurrency(in_flight=1, episodes=1)

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from mstar_ray import seeds as library
-from mstar_ray.agent.pipeline import EvalConcurrency
+from mstar_ray.results import EvalConcurrency
 from mstar_ray.config_file import ConfigError, load_yaml
 from mstar_ray.contract import ContractError, Violation, check_source
 from mstar_ray.llm.settings import LLMSettings

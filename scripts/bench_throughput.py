@@ -256,7 +256,6 @@ def main() -> None:
     task = workload(args.texts, args.questions)
     print(f"workload: {len(task.texts)} texts, {len(task.items)} questions; candidates cycle {', '.join(SEEDS)} "
           f"(llm_summarizer: one toolkit LLM call per read); ours: evaluation.in_flight {args.in_flight}")
-    ray.init(num_cpus=2, log_to_driver=False)
     try:
         for latency in latencies:
             with ScriptedServer(latency_s=latency) as server:
@@ -271,6 +270,8 @@ def main() -> None:
                           f"{serial if serial else float('nan'):8.1f}{row['ours'] / row['reference']:9.2f}x"
                           f"{(serial / row['ours']) if serial else float('nan'):11.1f}x")
                 reference = reference_rate(server.base_url, task, candidates(len(SEEDS)))
+                if not ray.is_initialized():
+                    ray.init(num_cpus=2, log_to_driver=False)
                 print(f"reference shape: {reference:.2f} candidates/min (one cycle of the mix, one process)")
                 print(f"{'E':>4}{'candidates':>11}{'wall s':>8}{'cand/min':>10}{'vs reference':>14}{'peak in flight':>16}")
                 for e in args.evaluators:

@@ -13,7 +13,7 @@ from mstar_ray.actors.progress_board import ProgressReporter
 from mstar_ray.actors.run_services import RemoteCache, RemoteGateway
 from mstar_ray.actors.wiring import RoleClients
 from mstar_ray.agent.evaluation import evaluate
-from mstar_ray.agent.pipeline import EvalConcurrency
+from mstar_ray.results import EvalConcurrency
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.run_config import RunConfig
 from mstar_ray.sandbox_host import SandboxLimits, check_layers, shared_fork_server

@@ -1,7 +1,8 @@
 """The fixed task-agent protocol (docs/design.md section 3): evaluate one memory program on one task.
 
 Write phase, the same for every task family: each raw text -> the backend extracts a ``KnowledgeItem`` ->
-``kb.write`` in the sandbox (serially: the knowledge base is stateful). Then each item goes to its task's
+``kb.write`` in the sandbox (in task order: the knowledge base is stateful; the extractions run ahead, see
+``mstar_ray.agent.pipeline``; items run at once too, their reads reaching the sandbox in item order). Then each item goes to its task's
 family (``mstar_ray.families``), which runs it with the memory (``recall``: the backend fills a ``Query`` from
 a text, ``kb.read`` answers it) and scores it: a question answered from the context and scored by token F1,
 an episode played from what memory recalled at its start, a conversation answered and graded by a rubric.

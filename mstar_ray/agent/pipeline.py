@@ -21,24 +21,10 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from mstar_ray.results import SERIAL, EvalConcurrency
 
+__all__ = ["SERIAL", "EvalConcurrency", "Stopped", "Turns", "as_done", "executor", "in_order"]
 T = TypeVar("T")
-
-
-class EvalConcurrency(BaseModel):
-    """The ``evaluation`` section of a run config."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    in_flight: int = Field(16, ge=1, le=256, description="steps of one evaluation that wait on a model at once "
-                           "(extractions, items); each endpoint's max_concurrency bounds the requests themselves, "
-                           "across the run. 1: the serial protocol")
-    episodes: int = Field(4, ge=1, le=64, description="episodes of one evaluation played at once, each in its own "
-                          "environment process (which costs memory: a JVM for TextWorldExpress)")
-
-
-SERIAL = EvalConcurrency(in_flight=1, episodes=1)
 
 
 class Stopped(Exception):
