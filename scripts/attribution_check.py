@@ -6,14 +6,17 @@ often the "reached the context" decision is right on a hand-checked sample.
     .venv/bin/python scripts/attribution_check.py --labels scripts/attribution_labels.json  # accuracy
 
 A sample is drawn (seeded) half from evidence units decided reached and half from units decided missing, among
-the failed items of every seed; each shows the unit's words and the context. The labels file holds only ids
-and the hand-given verdicts (``reached`` true or false), never LoCoMo's text (CC BY-NC): the texts are
-rebuilt from ``../shared/data/locomo10.json``.
+the failed items of every seed; each shows the unit's words and the context. The labels file holds only ids,
+the hand-given verdicts (``reached`` true or false) and a digest of the material each verdict was given on
+(the unit's words and the context), never LoCoMo's text (CC BY-NC): the texts are rebuilt from
+``../shared/data/locomo10.json``. A verdict holds for its material only: when a seed or the offline backend
+changes what reaches a context, that label is stale (counted, not compared) until the sample is checked again.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 import sys
@@ -62,8 +65,26 @@ def decisions(done) -> list[dict]:
                 if unit in evidence:
                     found.append({"conversation": conversation, "program": seed, "question": result.id, "unit": unit,
                                   "decided": reached(evidence[unit].text, result.context, items[result.id].answer),
-                                  "evidence": evidence[unit].text, "context": result.context})
+                                  "asked": items[result.id].question, "answer": items[result.id].answer,
+                                  "evidence": evidence[unit].text, "context": result.context,
+                                  "material": material(evidence[unit].text, result.context)})
     return found
+
+
+def material(evidence: str, context: str) -> str:
+    """What a verdict is given on, as a digest: the label file keeps no dataset text."""
+    return hashlib.sha256(f"{evidence}\0{context}".encode()).hexdigest()[:16]
+
+
+def key(d: dict) -> tuple:
+    return d["conversation"], d["program"], d["question"], d["unit"], d["material"]
+
+
+def agreement(labels: list[dict], done) -> tuple[list[tuple[bool, bool]], int]:
+    """(hand verdict, decision) for every label whose material is unchanged, and how many labels are stale."""
+    decided = {key(d): d["decided"] for d in decisions(done)}
+    pairs = [(label["reached"], decided[key(label)]) for label in labels if key(label) in decided]
+    return pairs, len(labels) - len(pairs)
 
 
 def closest_lines(evidence: str, context: str, count: int = 3) -> list[str]:
@@ -105,16 +126,12 @@ def main() -> int:
     args = parser.parse_args()
     done = evaluations(args)
     if args.labels:
-        labels = json.loads(args.labels.read_text())
-        decided = {(d["conversation"], d["program"], d["question"], d["unit"]): d["decided"] for d in decisions(done)}
-        checked = [(label["reached"], decided.get((label["conversation"], label["program"], label["question"], label["unit"])))
-                   for label in labels]
-        scored = [(truth, guess) for truth, guess in checked if guess is not None]
+        scored, stale = agreement(json.loads(args.labels.read_text()), done)
         right = sum(truth == guess for truth, guess in scored)
         wrong = [(t, g) for t, g in scored if t != g]
-        print(f"{right} of {len(scored)} hand-checked decisions right ({right / len(scored):.0%}); "
+        print(f"{right} of {len(scored)} hand-checked decisions right ({right / max(len(scored), 1):.0%}); "
               f"missed evidence called reached: {sum(g and not t for t, g in wrong)}, reached evidence called missed: "
-              f"{sum(t and not g for t, g in wrong)}; {len(checked) - len(scored)} labels no longer match a decision")
+              f"{sum(t and not g for t, g in wrong)}; {stale} labels stale (their material changed: check again)")
         return 0
     if args.sample:
         rng = random.Random(args.seed)
@@ -124,7 +141,8 @@ def main() -> int:
                   + rng.sample([d for d in pool if not d["decided"]], args.sample - half))
         rng.shuffle(chosen)
         for d in chosen:
-            print(json.dumps({k: d[k] for k in ("conversation", "program", "question", "unit", "decided")}))
+            print(json.dumps({k: d[k] for k in ("conversation", "program", "question", "unit", "material", "decided")}))
+            print(f"  QUESTION: {d['asked']}  ANSWER: {d['answer']}")
             print(f"  EVIDENCE: {d['evidence']}")
             for line in closest_lines(d["evidence"], d["context"]):
                 print(f"  CONTEXT>  {line}")

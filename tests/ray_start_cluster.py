@@ -2,7 +2,7 @@
 ``ray start`` (separate raylets, loopback only), torn down by the processes this module started.
 
 Other Ray clusters run on the same machine (other tests, other users), so every port is chosen free and
-the cluster keeps its session files in its own temp directory; ``ray stop`` is never called (it stops
+the cluster keeps its session files in its own temp directory, one per node; ``ray stop`` is never called (it stops
 every Ray on the machine). Each node is ``ray start --block`` in its own session: killing that session's
 process group ends the node's GCS, raylet, dashboard and workers, and nothing else.
 """
@@ -78,7 +78,12 @@ class RayStartCluster:
 
     def _start(self, spec: dict, head: bool) -> None:
         gcs, manager, objects, client, agent_grpc, agent_http, runtime_env, metrics, dashboard = free_ports(9)
-        command = [RAY, "start", "--block", "--node-ip-address", HOST, "--temp-dir", self.temp_dir,
+        # Each node its own temp dir, as on machines of their own: nodes sharing one share the session's
+        # runtime_resources, and a node setting up a job's working_dir replaces the copy (Ray unpacks it with
+        # overwrite) that the job's driver on another node has for its working directory.
+        node_dir = Path(self.temp_dir) / f"n{len(self.nodes)}"
+        node_dir.mkdir(exist_ok=True)
+        command = [RAY, "start", "--block", "--node-ip-address", HOST, "--temp-dir", str(node_dir),
                    "--num-cpus", str(spec.get("num_cpus", 1)), "--resources", json.dumps(spec.get("resources", {})),
                    "--node-manager-port", str(manager), "--object-manager-port", str(objects),
                    "--dashboard-agent-grpc-port", str(agent_grpc), "--dashboard-agent-listen-port", str(agent_http),

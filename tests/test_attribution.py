@@ -49,11 +49,13 @@ def test_the_rule_agrees_with_the_hand_checked_sample():
     from scripts import attribution_check
 
     args = type("Args", (), {"conversations": "0-7", "limit": 40, "data": LOCOMO})()
-    decided = {(d["conversation"], d["program"], d["question"], d["unit"]): d["decided"]
-               for d in attribution_check.decisions(attribution_check.evaluations(args))}
     labels = json.loads((ROOT / "scripts" / "attribution_labels.json").read_text())
-    agree = sum(decided[(x["conversation"], x["program"], x["question"], x["unit"])] == x["reached"] for x in labels)
-    assert len(labels) == 60 and agree >= 57  # 59 of 60 when the sample was checked
+    scored, stale = attribution_check.agreement(labels, attribution_check.evaluations(args))
+    # A verdict holds for the material it was given on: a change to a seed or to the offline backend makes
+    # some labels stale, and too many stale ones mean the sample must be checked again by hand.
+    assert len(labels) == 60 and len(scored) >= 45, (
+        f"{stale} of 60 hand-checked labels are stale: check a new sample (scripts/attribution_check.py --sample 60)")
+    assert sum(truth == decided for truth, decided in scored) >= len(scored) - 2  # 59 of 60 when checked
 
 
 PROGRAM = '''

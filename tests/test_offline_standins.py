@@ -72,6 +72,17 @@ def test_query_fields_are_filled_by_role_and_left_empty_when_the_question_is_sil
     assert backend.build_query("", fields, "What activities does Melanie partake in?")["needs_list"] is True
 
 
+def test_a_relation_keeps_the_names_unless_another_field_carries_them() -> None:
+    question = "What type of pet does Noodle have?"
+    relation = F(name="focus", type="str", optional=True, description="the relation asked about")
+    subject = F(name="person", type="str", optional=True, description="the person asked about")
+    backend = OfflineBackend()
+    alone = backend.build_query("", [relation], question)["focus"]
+    beside = backend.build_query("", [subject, relation], question)
+    assert "noodle" in alone.lower() and "pet" in alone
+    assert beside["person"] == "Noodle" and "noodle" not in beside["focus"].lower() and "pet" in beside["focus"]
+
+
 def test_item_fields_hold_the_kind_of_statement_their_name_asks_for() -> None:
     fields = [F(name="summary", type="str"), F(name="key_facts", type="list[str]"),
               F(name="causal_links", type="list[str]"), F(name="activities_planned", type="list[str]"),

@@ -16,13 +16,13 @@ from tests.scripted_server import ScriptedServer
 
 # A docstring only: the code is not the parent's (a comment-only change is refused by the reflector's own
 # check as no change), but its structure is.
-COMMENT_ONLY = """COMMIT_MESSAGE: explain chunk
+COMMENT_ONLY = """COMMIT_MESSAGE: explain write
 *** Begin Patch
 *** Update File: program.py
 @@
- def chunk(text, size):
-+    \"\"\"Words joined into pieces of at most size characters.\"\"\"
-     words = text.split()
+     def write(self, item: KnowledgeItem, raw_text: str) -> None:
++        \"\"\"Every chunk of the text is stored with its position.\"\"\"
+         pieces = chunk(raw_text, CHUNK_CHARS)
 *** End Patch"""
 
 REAL_CHANGE = """COMMIT_MESSAGE: newest chunks first
@@ -54,7 +54,7 @@ def test_a_structural_duplicate_is_not_evaluated_and_novelty_is_logged(tmp_path)
         assert main(["run", str(path), "--run-dir", str(run_dir)]) == 0
         second_prompt = server.prompts[1][1]["content"]
     rows = {r["commit_message"]: r for r in table(run_dir, "candidates")}
-    seed, duplicate, child = rows["seed vector_search"], rows["explain chunk"], rows["newest chunks first"]
+    seed, duplicate, child = rows["seed vector_search"], rows["explain write"], rows["newest chunks first"]
     assert duplicate["status"] == "duplicate" and duplicate["duplicate_of"] == seed["id"]
     assert duplicate["static_score"] == seed["static_score"] and duplicate["structural_key"] == seed["structural_key"]
     assert child["status"] == "evaluated" and child["edit_format"] == "v4a" and child["tolerances"] == []

@@ -20,7 +20,7 @@ import yaml
 from pydantic import BaseModel
 
 from mstar_ray import seeds as library
-from mstar_ray.exit_codes import EXIT_OK
+from mstar_ray.exit_codes import EXIT_OK, InputError
 from mstar_ray.run_config import RunConfig, load_run_config, resolve_seeds
 from mstar_ray.runlog import layout
 from mstar_ray.runlog.reader import read_table
@@ -116,10 +116,10 @@ def run_ablation(config_path: str, *, out: str, repeats: int, variants: list[str
     variants = [by_slug.get(v.lower(), v) for v in variants] if variants else list(VARIANTS)
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
-        raise ValueError(f"unknown ablation variant(s) {', '.join(unknown)}; the variants: "
+        raise InputError(f"--variants: unknown ablation variant(s) {', '.join(unknown)}; the variants: "
                          + ", ".join(f"{name} ({slug})" for slug, name in by_slug.items()))
     if repeats < 1:
-        raise ValueError("--repeats must be at least 1")
+        raise InputError("--repeats must be at least 1")
     config = load_run_config(config_path)
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.families import family
 from mstar_ray.envs.base import EnvUnavailable
+from mstar_ray.exit_codes import InputError
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
 from mstar_ray.reflect.reflector import Child, Discard, ReflectionOutcome
 from mstar_ray.reflect.request import ReflectionRequest, sample_cases, shown_results
@@ -84,7 +85,7 @@ class SearchPolicy:
         self.cascade = (cascade_rule(cascade.rule, margin=cascade.margin, quantile=cascade.quantile)
                         if cascade is not None else None)
         if self.cascade is not None and not plan.split.screen:
-            raise ValueError("search.cascade is set but the split has no slice to screen on")
+            raise InputError("search.cascade is set but the split has no slice to screen on (split.screen)")
         pareto = config.search.pareto
         self.pareto = (ParetoParents(plan.split.static, pareto.objectives, pareto.cost)
                        if config.search.parent_selection == "pareto" else None)

@@ -328,7 +328,8 @@ class SearchDriver:
         population = self.policy.state.population
         fallbacks = 0
         while True:
-            members = [m for m in ([best] if fallbacks else [best, best_seed]) if m.id not in tests and m.id not in failures]
+            wanted = {m.id: m for m in ([best] if fallbacks else [best, best_seed])}  # the best may be the best seed
+            members = [m for i, m in wanted.items() if i not in tests and i not in failures]
             if members:
                 outcomes, failed = self._side_evaluations(members, "test", self.plan.split.test, self._test_texts())
                 tests.update(outcomes)

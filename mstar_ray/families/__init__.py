@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
+from mstar_ray.exit_codes import InputError
 from mstar_ray.families.base import Family
 from mstar_ray.tasks import adapter
 
@@ -34,9 +35,10 @@ def family(name: str) -> Family:
     """The family called ``name`` (one instance per process: a family may hold an environment open)."""
     users = adapter.registered(name)
     if users is not None and name in _FAMILIES:
-        raise ValueError(f"{users.origin}: its family is called {name!r}, as one of the package's: give it another name")
+        raise adapter.AdapterError(f"{users.origin}: its family is called {name!r}, as one of the package's: give it another name")
     if name not in _FAMILIES and users is None:
-        raise ValueError(f"unknown task family {name!r}; the families are {', '.join(FAMILY_NAMES)} (or a Family "
+        # the package's loaders name only its own families, so an unknown name comes from a task adapter
+        raise InputError(f"unknown task family {name!r}; the families are {', '.join(FAMILY_NAMES)} (or a Family "
                          "class of a task adapter's own)")
     if name not in _made:
         if users is not None:

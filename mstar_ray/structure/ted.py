@@ -31,10 +31,9 @@ from mstar_ray.structure.tree import Tree
 
 def _on_disk_cache() -> bool:
     """Whether numba keeps the compiled loops on disk, and where: in ``NUMBA_CACHE_DIR`` if set, else in the
-    user's cache folder (``~/.cache/mstar-ray/numba``), never beside this file. This file may be anywhere: a
-    read-only install, or a Ray job's copy of the checkout, where numba's cache beside the source failed
-    every search at its first distance (``FileNotFoundError`` from numba's compile). With no usable folder
-    (no home, a read-only one) the loops are compiled in each process instead, a second or two."""
+    user's cache folder (``~/.cache/mstar-ray/numba``), never beside this file: this file may be anywhere (a
+    read-only install, a Ray job's copy of the checkout, which Ray may unpack again under a running job). With
+    no usable folder (no home, a read-only one) the loops are compiled in each process instead, a second or two."""
     if not numba.config.CACHE_DIR:
         try:
             base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")

@@ -22,9 +22,11 @@ _NOT_PLURAL = frozenset("is was does has this his its".split())
 
 
 class _Asked:
-    """Everything query building may need from one question, computed once."""
+    """Everything query building may need from one question, computed once. ``names_elsewhere``: whether the
+    Query has a field for the person asked about; without one a model keeps the names in the relation asked
+    ("the type of pet Noodle is"), since nothing else would carry them."""
 
-    def __init__(self, question: str) -> None:
+    def __init__(self, question: str, names_elsewhere: bool = True) -> None:
         self.question = question
         self.qtype = question_type(question)
         self.names = [n.text for n in tx.find_names(question) if n.text.lower() not in tx.QUESTION_WORDS]
@@ -32,6 +34,7 @@ class _Asked:
         self.words = tx.content_words(question)
         name_words = {w.lower() for n in self.names for w in n.split()}
         self.predicate = [w for w in self.words if w.lower().rstrip("'s") not in name_words]
+        self.relation = self.predicate if names_elsewhere else self.words
         condition = _CONDITION.search(question)
         self.condition = condition.group(0).strip() if condition else ""
 
@@ -67,7 +70,7 @@ def _str_value(role: str, asked: _Asked) -> str:
     if role == "condition":
         return asked.condition
     if role == "relation":
-        return " ".join(asked.predicate)
+        return " ".join(asked.relation)
     return asked.question
 
 
@@ -103,5 +106,6 @@ def _query_value(spec: FieldSpec, asked: _Asked) -> Any:
 
 def build_query(fields: list[FieldSpec], question: str) -> dict[str, Any]:
     """Fill every field of a Query from one question."""
-    asked = _Asked(question.strip())
+    names_elsewhere = any(field_role(spec, QUERY_ROLES) == "subject" for spec in fields)
+    asked = _Asked(question.strip(), names_elsewhere)
     return {spec.name: finish(spec, _query_value(spec, asked)) for spec in fields}
