@@ -20,7 +20,7 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, args.root)
     from mstar_ray import text as tx
-    from mstar_ray.agent.offline import answer
+    from mstar_ray.families.qa import offline as answer
     from mstar_ray.sandbox_frames import ProtocolError, parse_frame
 
     assert tx.__file__.startswith(args.root), f"measuring {tx.__file__}, not {args.root}"

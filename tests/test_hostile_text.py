@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mstar_ray import text as tx
-from mstar_ray.agent.offline import answer
+from mstar_ray.families.qa import offline as answer
 from mstar_ray.agent.offline.backend import OfflineBackend
 from mstar_ray.contract import DECLARED_PROMPT_MAX_CHARS
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from mstar_ray.agent.actions import explore, match_reply, named_actions, similarity, words
+from mstar_ray.families.episode.actions import explore, match_reply, named_actions, similarity, words
 from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
-from mstar_ray.agent.offline.act import choose_action
+from mstar_ray.families.episode.offline import choose_action
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.envs.base import EpisodeSpec
 from mstar_ray.envs.process import shared
-from mstar_ray.families.turn import Turn
+from mstar_ray.families.episode.turn import Turn
 from mstar_ray.tasks.episodes import Roles, episode_task
 from mstar_ray.tasks.registry import load_task
 from tests.conftest import seed_source

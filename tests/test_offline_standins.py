@@ -4,7 +4,7 @@ instructions + fields + material, Query fields filled by role, facts restated wi
 from __future__ import annotations
 
 from mstar_ray.agent.offline import OfflineBackend
-from mstar_ray.agent.offline.statements import statements
+from mstar_ray.statements import statements
 from mstar_ray.program_schema import FieldSpec as F
 
 SESSION = """[1:56 pm on 8 May, 2023]

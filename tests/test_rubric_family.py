@@ -9,10 +9,10 @@ import pytest
 
 from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
-from mstar_ray.agent.offline.respond import NOTHING, respond_from_context
+from mstar_ray.families.rubric.offline import NOTHING, respond_from_context
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.families import family
-from mstar_ray.families.rubric_graders import STAND_IN_LABEL, StandInGrader, criterion_terms
+from mstar_ray.families.rubric.graders import STAND_IN_LABEL, StandInGrader, criterion_terms
 from mstar_ray.reflect.request import as_case
 from mstar_ray.tasks.registry import load_task
 from mstar_ray.tasks.rubric import Criterion, rubric_score

@@ -15,7 +15,7 @@ from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.llm_backend import LLMBackend
 from mstar_ray.agent.offline import OfflineBackend
 from mstar_ray.embedding.hashing import HashingEmbedder
-from mstar_ray.families.rubric_graders import CORRECTION, STAND_IN_LABEL, JudgeGrader, read_verdict
+from mstar_ray.families.rubric.graders import CORRECTION, STAND_IN_LABEL, JudgeGrader, read_verdict
 from mstar_ray.llm.cache import MemoryCache
 from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from mstar_ray.cli import main
-from mstar_ray.families.rubric_graders import STAND_IN_LABEL
+from mstar_ray.families.rubric.graders import STAND_IN_LABEL
 from scripts.fault_resume import table  # (logs read with plain pyarrow, as any outside tool would)
 from tests.conftest import SEEDS
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from mstar_ray.families.turn import Choice, Turn
+from mstar_ray.families.episode.turn import Choice, Turn
 from mstar_ray.llm.candidate_cache import CandidateBudget
 from mstar_ray.llm.usage import StepUsage
 from mstar_ray.program_schema import FieldSpec

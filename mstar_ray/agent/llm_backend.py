@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from mstar_ray.agent.actions import explore, match_reply
-from mstar_ray.families.turn import Choice, Turn
+from mstar_ray.families.episode.actions import explore, match_reply
+from mstar_ray.families.episode.turn import Choice, Turn
 from mstar_ray.llm.candidate_cache import CandidateBudget
 from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.structured import conform, fallback, parse_json_object

@@ -12,7 +12,7 @@ Nothing here uses randomness, ``hash()`` or set iteration order, so outputs are 
 processes regardless of ``PYTHONHASHSEED``.
 """
 
-from mstar_ray.agent.offline.answer import IDK
+from mstar_ray.families.qa.offline import IDK
 from mstar_ray.agent.offline.backend import OfflineBackend
 from mstar_ray.agent.offline.toolkit import toolkit_answer
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from mstar_ray.agent.offline.act import choose_action
-from mstar_ray.agent.offline.answer import IDK, answer_from_context
+from mstar_ray.families.episode.offline import choose_action
+from mstar_ray.families.qa.offline import IDK, answer_from_context
 from mstar_ray.agent.offline.extract import extract_item
 from mstar_ray.agent.offline.query import build_query
-from mstar_ray.agent.offline.respond import respond_from_context
+from mstar_ray.families.rubric.offline import respond_from_context
 from mstar_ray.agent.offline.toolkit import toolkit_answer
-from mstar_ray.families.turn import Choice, Turn
+from mstar_ray.families.episode.turn import Choice, Turn
 from mstar_ray.llm.candidate_cache import CandidateBudget
 from mstar_ray.llm.usage import StepUsage
 from mstar_ray.program_schema import FieldSpec

@@ -11,7 +11,7 @@ from typing import Any
 from mstar_ray import text as tx
 from mstar_ray.agent.offline.fields import ITEM_LIST_ROLES, ITEM_STR_ROLES, dict_value_type, finish, field_role
 from mstar_ray.agent.offline.kinds import statement_marker
-from mstar_ray.agent.offline.statements import Statement, informative, is_fact, statements
+from mstar_ray.statements import Statement, informative, is_fact, statements
 from mstar_ray.program_schema import FieldSpec
 
 # How much a model keeps of a text when asked for its summary, its facts, its key phrases.

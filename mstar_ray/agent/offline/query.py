@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from mstar_ray import text as tx
-from mstar_ray.agent.offline.answer import question_type
+from mstar_ray.families.qa.offline import question_type
 from mstar_ray.agent.offline.fields import QUERY_COUNT_ROLES, QUERY_FLAG_ROLES, QUERY_ROLES, finish, field_role
 from mstar_ray.program_schema import FieldSpec
 

@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass, field
 
 from mstar_ray import text as tx
-from mstar_ray.agent.offline.answer import IDK, answer_from_context, rank_sentences
-from mstar_ray.agent.offline.statements import informative, is_fact, statements
+from mstar_ray.families.qa.offline import IDK, answer_from_context, rank_sentences
+from mstar_ray.statements import informative, is_fact, statements
 
 DEFAULT_LINES = 5
 MAX_FACTS = 12

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from mstar_ray import text as tx
-from mstar_ray.families.turn import Turn
+from mstar_ray.families.episode.turn import Turn
 
 # Clauses end at a transcript label, a line, a semicolon or a sentence; a label says what the clause is.
 _BOUNDARY = re.compile(r"\b(ACTION|OBSERVATION|OBJECTIVE|OUTCOME|INVENTORY)\s*:|[\n;]|(?<=[.!?])\s+", re.IGNORECASE)

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from mstar_ray import text as tx
-from mstar_ray.agent.offline.statements import statements
+from mstar_ray.statements import statements
 
 IDK = "I don't know"
 

@@ -20,7 +20,7 @@ from mstar_ray.envs.base import EnvFailure, EpisodeSpec, Observation
 from mstar_ray.envs.process import EnvProcess, leased
 from mstar_ray.envs.transcript import Transcript
 from mstar_ray.families.base import ItemRun
-from mstar_ray.families.turn import Turn
+from mstar_ray.families.episode.turn import Turn
 from mstar_ray.results import ItemResult
 from mstar_ray.tasks.model import Item
 

@@ -3,7 +3,7 @@
 The actions the retrieved context names (an expert transcript's ACTION lines, a note's "put X in Y") are
 matched to the admissible actions by words; the untried admissible action most like one of them is taken,
 ties going to the one named first, so the agent replays the order a similar episode showed. When nothing
-untried is alike enough, it falls back to the fixed exploration (``mstar_ray.agent.actions.explore``). So
+untried is alike enough, it falls back to the fixed exploration (``mstar_ray.families.episode.actions.explore``). So
 success rises with what memory returns: the right transcript, whole, in order.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from mstar_ray.agent.actions import explore, likeness, named_actions, similarity, words
-from mstar_ray.families.turn import Choice, Turn
+from mstar_ray.families.episode.actions import explore, likeness, named_actions, similarity, words
+from mstar_ray.families.episode.turn import Choice, Turn
 
 # Below this, an admissible action is not taken for the remembered one: on TWC an unseen object shares
 # little more than its adjectives with a seen one, and a container named by its own words scores above it.

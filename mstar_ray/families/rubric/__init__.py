@@ -12,7 +12,7 @@ what cost points first, for the reflector.
 from __future__ import annotations
 
 from mstar_ray.families.base import ItemRun
-from mstar_ray.families.rubric_graders import STAND_IN_LABEL, Grader, Verdict, grader_for
+from mstar_ray.families.rubric.graders import STAND_IN_LABEL, Grader, Verdict, grader_for
 from mstar_ray.results import ItemResult
 from mstar_ray.tasks.model import Item
 from mstar_ray.tasks.rubric import Criterion, RubricSpec, conversation_text, rubric_score
