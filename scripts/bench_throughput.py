@@ -51,6 +51,8 @@ from mstar_ray.actors.wiring import RoleClients  # noqa: E402
 from mstar_ray.agent.evaluation import evaluate  # noqa: E402
 from mstar_ray.agent.pipeline import SERIAL, EvalConcurrency  # noqa: E402
 from mstar_ray.contract import inspect_program  # noqa: E402
+from mstar_ray.families.qa import ANSWER  # noqa: E402
+from mstar_ray.families.step import Shown  # noqa: E402
 from mstar_ray.llm.endpoint import EndpointConfig  # noqa: E402
 from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings  # noqa: E402
 from mstar_ray.program_id import program_id  # noqa: E402
@@ -130,8 +132,8 @@ def reference_shape(source: str, task: Task, roles: RoleClients, pool: concurren
         queries = list(pool.map(lambda q: backend.build_query(constants["INSTRUCTION_QUERY"], schema.query, q.question),
                                 task.items))
         contexts = [(outcome.value if outcome.ok else "") for outcome in map(sandbox.read, queries)]
-        answers = list(pool.map(lambda pair: backend.answer(constants["INSTRUCTION_RESPONSE"],
-                                                            constants["ALWAYS_ON_KNOWLEDGE"], pair[0], pair[1].question),
+        answers = list(pool.map(lambda pair: backend.perform(ANSWER, Shown(
+            constants["INSTRUCTION_RESPONSE"], constants["ALWAYS_ON_KNOWLEDGE"], pair[0]), pair[1].question),
                                 zip(contexts, task.items)))
     return sum(token_f1(a, q.answer) for a, q in zip(answers, task.items)) / len(task.items)
 

@@ -84,7 +84,9 @@ class FaultyAgent(OfflineBackend):
         super().__init__()
         self.faults, self.episode, self.injected = faults, -1, {}
 
-    def act(self, instruction, always_on, context, turn):
+    def perform(self, step, shown, turn):
+        if step.name != "act":
+            return super().perform(step, shown, turn)
         if not turn.history:
             self.episode += 1
         elif len(turn.history) == 1 and self.episode in self.faults and self.episode not in self.injected:
@@ -92,7 +94,7 @@ class FaultyAgent(OfflineBackend):
             assert pid is not None, "the environment's process was not running at the second action"
             self.faults[self.episode](pid)
             self.injected[self.episode] = pid
-        return super().act(instruction, always_on, context, turn)
+        return super().perform(step, shown, turn)
 
 
 def test_a_hang_and_a_crash_mid_episode_are_scored_failures_and_the_evaluation_goes_on():

@@ -16,6 +16,8 @@ import pytest
 from mstar_ray import text as tx
 from mstar_ray.families.qa import offline as answer
 from mstar_ray.agent.offline.backend import OfflineBackend
+from mstar_ray.families.qa import ANSWER
+from mstar_ray.families.step import Shown
 from mstar_ray.contract import DECLARED_PROMPT_MAX_CHARS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +29,7 @@ FUNCTIONS: dict[str, Callable[[str], object]] = {
     "find_numbers": tx.find_numbers,
     "span tokens": answer._span_tokens,
     "generic span": lambda t: answer._generic_span(t, set(), set()),
-    "offline answer": lambda t: backend.answer("Answer.", t, t[:3000], "When did Caroline go to the museum?"),
+    "offline answer": lambda t: backend.perform(ANSWER, Shown("Answer.", t, t[:3000]), "When did Caroline go to the museum?"),
 }
 
 

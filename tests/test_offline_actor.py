@@ -8,11 +8,12 @@ import pytest
 from mstar_ray.families.episode.actions import explore, match_reply, named_actions, similarity, words
 from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
-from mstar_ray.families.episode.offline import choose_action
+from mstar_ray.families.episode.offline import act
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.envs.base import EpisodeSpec
 from mstar_ray.envs.process import shared
 from mstar_ray.families.episode.turn import Turn
+from mstar_ray.families.step import Shown
 from mstar_ray.tasks.episodes import Roles, episode_task
 from mstar_ray.tasks.registry import load_task
 from tests.conftest import seed_source
@@ -50,20 +51,20 @@ def test_likeness_needs_the_verb_and_every_slot():
 
 def test_the_actor_replays_what_memory_shows_in_its_order_and_never_repeats():
     actions = ["inventory", "look around", "open washing machine", "take dirty teal dress", "take wet cap"]
-    assert choose_action("", TRANSCRIPT, turn(actions)).action == "take dirty teal dress"
+    assert act(Shown("", "", TRANSCRIPT), turn(actions)).action == "take dirty teal dress"
     later = ["inventory", "look around", "put dirty teal dress in bench", "put dirty teal dress in laundry basket",
              "take wet cap"]
     step = turn(later, history=[("take dirty teal dress", "You take the dirty teal dress.")])
-    assert choose_action("", TRANSCRIPT, step).action == "put dirty teal dress in laundry basket"
+    assert act(Shown("", "", TRANSCRIPT), step).action == "put dirty teal dress in laundry basket"
     # nothing in memory is like an untried action: the fixed exploration (untried, by verb order)
-    assert choose_action("", "", turn(actions)).action == "take dirty teal dress"
-    assert choose_action("", "", turn(actions, [("take dirty teal dress", "")])).action == "take wet cap"
+    assert act(Shown("", "", ""), turn(actions)).action == "take dirty teal dress"
+    assert act(Shown("", "", ""), turn(actions, [("take dirty teal dress", "")])).action == "take wet cap"
 
 
 def test_exploration_takes_the_containers_memory_used_first():
     actions = ["put wet cap in bench", "put wet cap in laundry basket", "put wet cap in work table"]
     assert explore(turn(actions)) == "put wet cap in bench"  # alphabetical without a memory
-    assert choose_action("", TRANSCRIPT, turn(actions)).action == "put wet cap in laundry basket"
+    assert act(Shown("", "", TRANSCRIPT), turn(actions)).action == "put wet cap in laundry basket"
 
 
 def test_a_models_reply_is_matched_to_an_admissible_action():

@@ -1,4 +1,5 @@
-"""The offline task agent: schema filling, query building, answer spans, toolkit calls, determinism."""
+"""The offline task agent: schema filling, query building, answer spans (the qa family's answer step, performed
+by the offline agent), toolkit calls, determinism."""
 
 from __future__ import annotations
 
@@ -13,8 +14,13 @@ from typing import Any
 import pytest
 
 from mstar_ray.agent.backend import AgentBackend
-from mstar_ray.agent.offline import IDK, OfflineBackend
+from mstar_ray.agent.offline import OfflineBackend
+from mstar_ray.families.qa import ANSWER
+from mstar_ray.families.qa.offline import IDK
+from mstar_ray.families.rubric import RESPOND
+from mstar_ray.families.step import Shown
 from mstar_ray.program_schema import FieldSpec
+from mstar_ray.tasks.rubric import Message
 
 from mstar_ray.tasks.scoring import token_f1
 
@@ -224,6 +230,10 @@ EVIDENCE = {
 }
 
 
+def answer_on(backend: OfflineBackend, instruction: str, always_on: str, context: str, question: str) -> str:
+    return backend.perform(ANSWER, Shown(instruction, always_on, context), question)
+
+
 def _context(evidence: str | None) -> str:
     lines = list(DISTRACTORS)
     if evidence is not None:
@@ -232,17 +242,17 @@ def _context(evidence: str | None) -> str:
 
 
 def test_when_question_returns_the_date() -> None:
-    answer = OfflineBackend().answer("Answer briefly.", "", _context(PUPPY_LINE), "When did Alice adopt Biscuit?")
+    answer = answer_on(OfflineBackend(), "Answer briefly.", "", _context(PUPPY_LINE), "When did Alice adopt Biscuit?")
     assert "14 March 2023" in answer
 
 
 def test_name_question_returns_a_short_span() -> None:
-    answer = OfflineBackend().answer("", "", _context(PUPPY_LINE), "What is the name of Alice's dog?")
+    answer = answer_on(OfflineBackend(), "", "", _context(PUPPY_LINE), "What is the name of Alice's dog?")
     assert token_f1(answer, "Biscuit") > 0.5
 
 
 def test_relative_dates_resolve_against_the_turn_header() -> None:
-    answer = OfflineBackend().answer(
+    answer = answer_on(OfflineBackend(),
         "", "", _context(LOCOMO_LINE), "When did Caroline go to the LGBTQ support group?"
     )
     assert answer == "7 May 2023"
@@ -251,7 +261,7 @@ def test_relative_dates_resolve_against_the_turn_header() -> None:
 @pytest.mark.parametrize("question", sorted(EVIDENCE))
 def test_each_evidence_question_is_answered(question: str) -> None:
     evidence, gold = EVIDENCE[question]
-    answer = OfflineBackend().answer("", "", _context(evidence), question)
+    answer = answer_on(OfflineBackend(), "", "", _context(evidence), question)
     assert token_f1(answer, gold) >= 0.5, answer
 
 
@@ -260,27 +270,27 @@ def test_better_memory_scores_higher() -> None:
     with_evidence: list[float] = []
     without: list[float] = []
     for question, (evidence, gold) in sorted(EVIDENCE.items()):
-        with_evidence.append(token_f1(backend.answer("", "", _context(evidence), question), gold))
-        without.append(token_f1(backend.answer("", "", _context(None), question), gold))
+        with_evidence.append(token_f1(answer_on(backend, "", "", _context(evidence), question), gold))
+        without.append(token_f1(answer_on(backend, "", "", _context(None), question), gold))
     assert all(w >= d for w, d in zip(with_evidence, without))
     assert sum(with_evidence) / len(with_evidence) - sum(without) / len(without) > 0.5
 
 
 def test_always_on_text_is_used_as_context() -> None:
-    answer = OfflineBackend().answer("", PUPPY_LINE, "", "What is the name of Alice's dog?")
+    answer = answer_on(OfflineBackend(), "", PUPPY_LINE, "", "What is the name of Alice's dog?")
     assert answer == "Biscuit"
 
 
 def test_empty_or_unrelated_context_says_it_does_not_know() -> None:
     backend = OfflineBackend()
-    assert backend.answer("", "", "", "When did Alice adopt Biscuit?") == IDK
-    assert backend.answer("", "  \n ", "\n", "When did Alice adopt Biscuit?") == IDK
-    assert backend.answer("", "", "[1 May 2023] Zed: Totally unrelated words.", "Where is Biscuit?") == IDK
+    assert answer_on(backend, "", "", "", "When did Alice adopt Biscuit?") == IDK
+    assert answer_on(backend, "", "  \n ", "\n", "When did Alice adopt Biscuit?") == IDK
+    assert answer_on(backend, "", "", "[1 May 2023] Zed: Totally unrelated words.", "Where is Biscuit?") == IDK
 
 
 def test_other_questions_get_a_short_span_without_question_words() -> None:
     context = _context("[2:10 pm on 8 May, 2023] Caroline: I'm a transgender woman, and proud of it.")
-    answer = OfflineBackend().answer("", "", context, "What is Caroline's gender identity?")
+    answer = answer_on(OfflineBackend(), "", "", context, "What is Caroline's gender identity?")
     assert token_f1(answer, "Transgender woman") >= 0.5
     assert "Caroline" not in answer and "[" not in answer
     assert len(answer.split()) <= 8
@@ -289,7 +299,7 @@ def test_other_questions_get_a_short_span_without_question_words() -> None:
 def test_ties_are_broken_by_context_order() -> None:
     backend = OfflineBackend()
     context = "[1 May 2023] Ann: I bought a red kite.\n[2 May 2023] Ann: I bought a blue kite."
-    assert backend.answer("", "", context, "When did Ann buy a kite?") == "1 May 2023"
+    assert answer_on(backend, "", "", context, "When did Ann buy a kite?") == "1 May 2023"
 
 
 def test_toolkit_completion_returns_related_sentences_in_order() -> None:
@@ -327,26 +337,28 @@ def test_toolkit_completion_edge_cases() -> None:
 
 def test_calls_are_counted_per_step() -> None:
     backend = OfflineBackend()
-    assert backend.calls == {"extract": 0, "query": 0, "answer": 0, "respond": 0, "toolkit": 0, "act": 0}
+    assert dict(backend.calls) == {"extract": 0, "query": 0, "toolkit": 0}
     backend.extract_item("", [F("content", "str")], PUPPY_LINE)
     backend.extract_item("", [F("content", "str")], LOCOMO_LINE)
     backend.build_query("", [F("query", "str")], "Where?")
-    backend.answer("", "", "", "Where?")
+    answer_on(backend, "", "", "", "Where?")
     backend.toolkit_completion([])
-    backend.respond("", "", "", [{"role": "user", "content": "Where?"}])
-    assert backend.calls == {"extract": 2, "query": 1, "answer": 1, "respond": 1, "toolkit": 1, "act": 0}
+    backend.perform(RESPOND, Shown("", "", ""), [Message(role="user", content="Where?")])
+    assert dict(backend.calls) == {"extract": 2, "query": 1, "answer": 1, "respond": 1, "toolkit": 1}
 
 
 _DETERMINISM_SCRIPT = r"""
 import json
 from mstar_ray.agent.offline import OfflineBackend
+from mstar_ray.families.qa import ANSWER
+from mstar_ray.families.step import Shown
 from mstar_ray.program_schema import FieldSpec
 b = OfflineBackend()
 fields = [FieldSpec(name=n, type=t, optional=o) for n, t, o in json.loads(FIELDS)]
 out = {
     "items": [b.extract_item("", fields, t) for t in json.loads(TEXTS)],
     "queries": [b.build_query("", fields, q) for q in json.loads(QUESTIONS)],
-    "answers": [b.answer("", "", CONTEXT, q) for q in json.loads(QUESTIONS)],
+    "answers": [b.perform(ANSWER, Shown("", "", CONTEXT), q) for q in json.loads(QUESTIONS)],
     "toolkit": b.toolkit_completion([{"role": "user", "content": "What about the dog?\n" + CONTEXT}]),
 }
 print(json.dumps(out, sort_keys=True))
@@ -388,6 +400,6 @@ def test_outputs_are_identical_across_processes_and_hash_seeds() -> None:
 )
 def test_answers_survive_other_context_layouts(context: str) -> None:
     backend = OfflineBackend()
-    assert backend.answer("", "", context, "When did Alice adopt Biscuit?") == "14 March 2023"
-    assert backend.answer("", "", context, "What is the name of Alice's dog?") == "Biscuit"
-    assert backend.answer("", "", context, "What does Bob love?") == "hiking"
+    assert answer_on(backend, "", "", context, "When did Alice adopt Biscuit?") == "14 March 2023"
+    assert answer_on(backend, "", "", context, "What is the name of Alice's dog?") == "Biscuit"
+    assert answer_on(backend, "", "", context, "What does Bob love?") == "hiking"

@@ -15,7 +15,7 @@ from mstar_ray.families import family
 from mstar_ray.families.rubric.graders import STAND_IN_LABEL, StandInGrader, criterion_terms
 from mstar_ray.reflect.request import as_case
 from mstar_ray.tasks.registry import load_task
-from mstar_ray.tasks.rubric import Criterion, rubric_score
+from mstar_ray.tasks.rubric import Criterion, Message, rubric_score
 from tests.conftest import seed_source
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "rubric"
@@ -65,7 +65,7 @@ def test_the_metric_names_the_stand_in_only_without_a_judge():
 def test_the_offline_response_is_the_most_related_passage_in_order():
     context = ("Conversation: My knee hurts after running. Ideal response: Rest the knee and use ice. See a doctor "
                "if it swells.\n\nConversation: How do I bake bread? Ideal response: Knead the dough well.")
-    messages = [{"role": "user", "content": "My knee is sore after a run, what should I do?"}]
+    messages = [Message(role="user", content="My knee is sore after a run, what should I do?")]
     reply = respond_from_context(context, messages)
     assert reply.startswith("My knee hurts after running. Rest the knee and use ice. See a doctor if it swells.")
     assert "Ideal response" not in reply and "Conversation" not in reply

@@ -6,7 +6,8 @@ where the run starts, checks it, and ships it to every worker. It shows the two 
 - the texts and the items (here generated; yours would read your files), with options of their own;
 - a family (how one item is run with the memory and scored): one of the package's by name (``family = "qa"``),
   or, as here, a class of your own: ``ContainsAnswer`` asks the memory once, lets the agent answer from what it
-  returned, and scores 1 when the answer holds the expected words, whatever else it says.
+  returned (its own step, ``ANSWER``: the prompt a model is sent, how its reply is read, and the rule the
+  offline agent follows instead), and scores 1 when the answer holds the expected words, whatever else it says.
 
 A file shipped by value must be self-contained: it may import mstar_ray and installed packages, not the files
 beside it (put shared code in an installed package and name it ``adapter: my_package.module:Name`` instead).
@@ -18,8 +19,10 @@ import random
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mstar_ray.families.base import Overlap
+from mstar_ray.families.step import Shown, Step
 from mstar_ray.results import ItemResult
-from mstar_ray.tasks.model import Item, RawText
+from mstar_ray.tasks.model import RawText
 from mstar_ray.tasks.scoring import normalize_answer
 
 PEOPLE = ["Ada", "Bruno", "Chen", "Dara", "Eli", "Farah", "Goran", "Hana", "Ivo", "Juno"]
@@ -36,11 +39,33 @@ FACTS = {
 }
 
 
+def answer_prompt(shown: Shown, question: str) -> list[dict[str, str]]:
+    """What a model is sent: the program's always-on knowledge, what memory returned, its instruction, the question."""
+    memory = f"Memory:\n{shown.context}" if shown.context else "Memory: (empty)"
+    parts = [shown.always_on.strip(), memory, shown.instruction, f"Question: {question}\nAnswer in a few words:"]
+    return [{"role": "user", "content": "\n\n".join(part for part in parts if part)}]
+
+
+def first_line(reply: str, question: str) -> str:
+    return reply.strip().splitlines()[0] if reply.strip() else ""
+
+
+def best_line(shown: Shown, question: str) -> str:
+    """The offline agent's answer (rules, not a model): the memory's line sharing the most words with the question."""
+    asked = set(normalize_answer(question).split())
+    lines = [line for line in shown.context.splitlines() if line.strip()]
+    return max(lines, key=lambda line: len(asked & set(normalize_answer(line).split())), default="")
+
+
+ANSWER = Step("answer", prompt=answer_prompt, parse=first_line, offline=best_line, max_tokens=32)
+
+
 class ContainsAnswer:
     """A family of its own (the Family protocol of mstar_ray.families.base), made with no arguments."""
 
     name = "contains-answer"
-    steps = ("answer",)  # the agent steps it counts in run.calls
+    steps = (ANSWER.name,)  # what it counts in run.calls: run.ask counts each step it runs
+    overlap = Overlap(across_items=True)  # one read per item: items may run at once, their reads in item order
     brief = ("The agent answers each question from read()'s output alone; an answer scores 1 when it contains "
              "every word of the expected answer, else 0.")
 
@@ -54,8 +79,7 @@ class ContainsAnswer:
             result.error = recall.error
             return result
         result.context = recall.context
-        run.calls["answer"] += 1
-        result.prediction = run.agent.answer(run.response_instruction, run.always_on, recall.context, item.question)
+        result.prediction = run.ask(ANSWER, recall.context, item.question)
         said = set(normalize_answer(result.prediction).split())
         result.score = float(set(normalize_answer(item.answer).split()) <= said)
         result.trace = f"expected words {'all' if result.score else 'not all'} in the answer"

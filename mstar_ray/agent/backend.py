@@ -1,5 +1,7 @@
-"""The task agent's model, as the fixed protocol (docs/design.md section 3) and its task families need it: the four steps
-of question answering, a full response to a conversation for rubric-graded tasks, and an episode's next action.
+"""The task agent's model, as the fixed protocol (docs/design.md section 3) needs it: the two steps every family
+shares (a ``KnowledgeItem`` from each raw text, a ``Query`` from each question), the memory program's own toolkit
+calls, and one generic call, ``perform``, for the steps a family defines itself (``mstar_ray.families.step``:
+answering a question, replying to a conversation, picking an action, ...).
 
 An implementation is either the offline backend (``mstar_ray.agent.offline``), deterministic and
 network-free, or a real LLM client that turns each step into a chat prompt.
@@ -9,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from mstar_ray.families.episode.turn import Choice, Turn
+from mstar_ray.families.step import Given, Result, Shown, Step
 from mstar_ray.llm.candidate_cache import CandidateBudget
 from mstar_ray.llm.usage import StepUsage
 from mstar_ray.program_schema import FieldSpec
@@ -25,16 +27,10 @@ class AgentBackend(Protocol):
     def build_query(self, instruction: str, fields: list[FieldSpec], question: str, step: str = "query") -> dict[str, Any]:
         """Fill a ``Query`` JSON object from one question; ``step`` names the request in the run's accounts."""
 
-    def answer(self, instruction: str, always_on: str, context: str, question: str) -> str:
-        """Answer the question from the memory's context."""
-
-    def respond(self, instruction: str, always_on: str, context: str, messages: list[dict[str, str]]) -> str:
-        """Write the assistant's next message, in full, to a conversation (``role``/``content`` messages ending
-        with the user's) from the memory's context."""
-
-    def act(self, instruction: str, always_on: str, context: str, turn: Turn) -> Choice:
-        """Pick an episode's next action, one of ``turn.actions``, from the memory's context (read once, at the
-        episode's start) and what the episode has shown so far (the episode family's actor step)."""
+    def perform(self, step: Step[Given, Result], shown: Shown, given: Given) -> Result:
+        """One of a family's own steps: on a model, ``step.prompt`` is sent (one request, named ``step.name``,
+        its reply bounded by ``step.max_tokens``) and the reply is ``step.parse``d; the offline backend, which has
+        no model to prompt, returns the family's own stand-in, ``step.offline``."""
 
     def toolkit_completion(self, messages: list[dict[str, str]], step: str = "toolkit",
                            budget: CandidateBudget | None = None) -> str:

@@ -199,8 +199,9 @@ class _Evaluation:
         """Items independent given the memory run at once: their model steps overlap, their reads reach the
         sandbox in item order (``Turns``). A violation stops every read after it and every item not started;
         what the serial protocol would not have run (the items after it) is left as it would have left it."""
-        slots = self.concurrency.in_flight if getattr(self.family, "reads_once", False) else 1
-        if getattr(self.family, "process_per_item", False):
+        overlap = self.family.overlap  # what of an item may run while other items run: the family says
+        slots = self.concurrency.in_flight if overlap.across_items else 1
+        if overlap.helper_process:
             slots = min(slots, self.concurrency.episodes)
         turns = Turns()
         counts = {index: collections.Counter() for index in order}  # each item's own: merged below, in item order

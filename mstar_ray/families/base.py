@@ -6,6 +6,7 @@ import collections
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from mstar_ray.families.step import Agent, Given, Result, Shown, Step
 from mstar_ray.results import ItemResult
 from mstar_ray.tasks.model import Item
 
@@ -43,7 +44,7 @@ class MemoryViolation(Exception):
 class ItemRun:
     """Everything a family's ``run`` may use for one item."""
 
-    agent: Any  # the task agent (mstar_ray.agent.backend.AgentBackend); each family uses the steps it needs
+    agent: Agent  # the task agent, which runs the family's own steps (``ask``)
     memory: Memory
     response_instruction: str  # the program's INSTRUCTION_RESPONSE
     always_on: str  # the program's ALWAYS_ON_KNOWLEDGE
@@ -51,14 +52,33 @@ class ItemRun:
     verdicts: bool = False  # whether to add the judge's verdict where the family's metric does not need it
     calls: collections.Counter[str] = field(default_factory=collections.Counter)  # steps served, by name
 
+    def ask(self, step: Step[Given, Result], context: str, given: Given) -> Result:
+        """The agent runs one of the family's steps, shown ``context`` (what ``read()`` returned) beside the
+        program's instruction and always-on knowledge; counted in ``calls`` under the step's name."""
+        self.calls[step.name] += 1
+        return self.agent.perform(step, Shown(self.response_instruction, self.always_on, context), given)
+
+
+class Overlap(NamedTuple):
+    """Which of an item's steps may run while other items run (``mstar_ray.agent.pipeline``).
+
+    An item's steps are its query (the agent fills the program's Query), its read, the family's own steps and
+    its scoring. Reads reach the program one at a time in item order whatever this says: the knowledge base is
+    one stateful process. ``across_items``: every other step of an item may run while other items' do; this
+    needs each item to read memory at most once (its read holds the item's turn in that order). Without it an
+    item starts when the one before it has ended (a family that reads again between its own steps).
+    ``helper_process``: an item holds a helper process (an environment) while it runs, so how many run at once
+    is also bounded by the run's ``evaluation.episodes``."""
+
+    across_items: bool
+    helper_process: bool = False
+
 
 class Family(Protocol):
     name: str
-    steps: tuple[str, ...]  # the agent steps it counts in ItemRun.calls (beside extract, query and toolkit)
+    steps: tuple[str, ...]  # what it counts in ItemRun.calls (its Steps' names; beside extract, query and toolkit)
     brief: str  # for the reflector's prompt: how the agent uses read() on this family and how it is scored
-    # Optional: ``reads_once = True`` (each item reads memory at most once) lets an evaluation run items at
-    # once, their reads in item order; without it items run one after another. ``process_per_item = True``:
-    # an item holds a helper process while it runs, so items at once are bounded by ``evaluation.episodes``.
+    overlap: Overlap  # which of an item's steps may run while other items run
 
     def metric_for(self, judged: bool) -> str:
         """What an item's score is, for people ("token F1", "success"), given whether the run has a judge model:

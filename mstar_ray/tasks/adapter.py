@@ -2,7 +2,7 @@
 
 The adapter (a class, made with no arguments, or any object) provides::
 
-    family                # a built-in family's name ("qa", "rubric", "episode") or a Family class of its own
+    family                # a package family's name (mstar_ray.families.FAMILY_NAMES) or a Family class of its own
     texts(options)        # the raw texts to write: RawText, or dicts of its fields
     items(options)        # the items to run: Item, or dicts of its fields
     name                  # optional: the task's name in reports (default: the adapter's own name)
@@ -35,7 +35,7 @@ from mstar_ray.tasks.model import Item, RawText, Task
 # What a Family must have (mstar_ray.families.base.Family; tests/test_task_adapter.py keeps the two equal):
 # checked on the user's class here, where the task is loaded, so that a missing member is an input error
 # naming the file before anything starts.
-FAMILY_MEMBERS: tuple[str, ...] = ("brief", "metric_for", "name", "run", "steps")
+FAMILY_MEMBERS: tuple[str, ...] = ("brief", "metric_for", "name", "overlap", "run", "steps")
 
 
 class AdapterError(InputError):

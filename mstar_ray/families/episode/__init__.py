@@ -19,13 +19,53 @@ import time
 from mstar_ray.envs.base import EnvFailure, EpisodeSpec, Observation
 from mstar_ray.envs.process import EnvProcess, leased
 from mstar_ray.envs.transcript import Transcript
-from mstar_ray.families.base import ItemRun
-from mstar_ray.families.episode.turn import Turn
+from mstar_ray.families.base import ItemRun, Overlap
+from mstar_ray.families.episode import offline
+from mstar_ray.families.episode.actions import explore, match_reply
+from mstar_ray.families.episode.turn import Choice, Turn
+from mstar_ray.families.step import Messages, Shown, Step
 from mstar_ray.results import ItemResult
 from mstar_ray.tasks.model import Item
 
 # A trace goes into a reflector's prompt (up to three of them): observations are cut, actions never are.
 TRACE_OBSERVATION_CHARS = 300
+# An action is a short phrase; a longer reply is the model talking, and costs every step of every episode.
+ACT_MAX_TOKENS = 24
+ACT_HISTORY_STEPS = 6  # the most recent steps of the episode shown in each actor prompt
+ACT_OBSERVATION_CHARS = 200  # each earlier observation, cut to this (the current one is shown whole)
+ACT_SYSTEM = ("You play a text game. Reply with one action copied exactly from the list of admissible actions, and "
+              "nothing else.")
+
+
+def act_prompt(shown: Shown, turn: Turn) -> Messages:
+    recent = turn.history[-ACT_HISTORY_STEPS:]
+    steps = "\n".join(f"> {action}\n{observation.strip()[:ACT_OBSERVATION_CHARS]}" for action, observation in recent)
+    parts = [
+        shown.always_on.strip(),
+        f"Memory:\n{shown.context}" if shown.context else "Memory: (empty)",
+        shown.instruction,
+        f"Goal: {turn.goal}",
+        f"Your last {len(recent)} of {len(turn.history)} steps:\n{steps}" if recent else "No steps taken yet.",
+        f"Now: {turn.observation.strip()}",
+        f"{turn.inventory}" if turn.inventory else "",
+        # The list last, as a question: asked "reply with one action" after it, SmolLM2-135M echoed the goal or
+        # the room in 8 prompts of 8; asked this way it named an admissible action in 5.
+        "Which of these actions do you take next?\n" + "\n".join(f"- {action}" for action in turn.actions),
+    ]
+    return [{"role": "system", "content": ACT_SYSTEM},
+            {"role": "user", "content": "\n\n".join(part for part in parts if part)}]
+
+
+def admissible(reply: str, turn: Turn) -> Choice:
+    """The reply matched to an admissible action (exactly, by containing one, or by words: ``actions.match_reply``);
+    a reply that matches none takes the fixed exploration's action instead, with a note in the trace saying so."""
+    action, how = match_reply(reply, turn.actions)
+    if action is None:
+        return Choice(explore(turn), f"the model replied {reply.strip()[:80]!r}, no admissible action: explored")
+    return Choice(action, "" if how == "exact" else f"the model replied {reply.strip()[:80]!r}")
+
+
+ACT = Step("act", prompt=act_prompt, parse=admissible, offline=offline.act, max_tokens=ACT_MAX_TOKENS)
 
 
 def _actions(count: int) -> str:
@@ -34,9 +74,8 @@ def _actions(count: int) -> str:
 
 class Episodes:
     name = "episode"
-    steps = ("act",)
-    reads_once = True  # at the episode's start: episodes can be played at once (mstar_ray.agent.pipeline)
-    process_per_item = True  # an environment process each: how many play at once is bounded apart
+    steps = (ACT.name,)
+    overlap = Overlap(across_items=True, helper_process=True)  # one read, at the start; an environment process each
     brief = (
         "Each item is an episode of a text game. The agent fills the Query from the episode's opening (its "
         "OBJECTIVE and first OBSERVATION, shown as the question) and read() is called once, at the start. At every "
@@ -91,8 +130,7 @@ class Episodes:
                 return observation, f"failure: no admissible action after {_actions(len(history))}", None
             turn = Turn(goal=observation.goal, observation=observation.text, inventory=observation.inventory,
                         history=tuple(history), actions=tuple(observation.actions))
-            choice = run.agent.act(run.response_instruction, run.always_on, context, turn)
-            run.calls["act"] += 1
+            choice = run.ask(ACT, context, turn)
             transcript.act(choice.action, choice.note)
             try:
                 observation = env.step(choice.action, spec.step_timeout_s)

@@ -1,4 +1,4 @@
-"""The actor step: follow what memory shows, else explore.
+"""The act step's offline stand-in: follow what memory shows, else explore.
 
 The actions the retrieved context names (an expert transcript's ACTION lines, a note's "put X in Y") are
 matched to the admissible actions by words; the untried admissible action most like one of them is taken,
@@ -13,16 +13,17 @@ from collections import Counter
 
 from mstar_ray.families.episode.actions import explore, likeness, named_actions, similarity, words
 from mstar_ray.families.episode.turn import Choice, Turn
+from mstar_ray.families.step import Shown
 
 # Below this, an admissible action is not taken for the remembered one: on TWC an unseen object shares
 # little more than its adjectives with a seen one, and a container named by its own words scores above it.
 MIN_SIMILARITY = 0.3
 
 
-def choose_action(always_on: str, context: str, turn: Turn) -> Choice:
+def act(shown: Shown, turn: Turn) -> Choice:
     verbs = frozenset(words(action)[0] for action in turn.actions)
     # The retrieved context first: on equal likeness, what was retrieved for this episode leads.
-    remembered = named_actions(context or "", verbs) + named_actions(always_on or "", verbs)
+    remembered = named_actions(shown.context or "", verbs) + named_actions(shown.always_on or "", verbs)
     taken = Counter(action for action, _ in turn.history)
     best: tuple[tuple[float, int], str] | None = None
     for action in turn.actions:

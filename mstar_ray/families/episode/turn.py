@@ -6,8 +6,8 @@ from typing import NamedTuple
 
 
 class Turn(NamedTuple):
-    """``history`` holds every (action, observation) of the episode so far, oldest first: a backend shows what
-    fits its prompt (the LLM backend the most recent steps). ``actions`` are the admissible ones, sorted."""
+    """``history`` holds every (action, observation) of the episode so far, oldest first: the act step's prompt
+    shows the most recent steps. ``actions`` are the admissible ones, sorted."""
 
     goal: str
     observation: str

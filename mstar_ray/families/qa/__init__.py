@@ -3,17 +3,35 @@ against the gold answer (SQuAD-normalised), and, where a judge is configured and
 
 from __future__ import annotations
 
-from mstar_ray.families.base import ItemRun
+from mstar_ray.families.base import ItemRun, Overlap
+from mstar_ray.families.qa import offline
+from mstar_ray.families.step import Messages, Shown, Step
 from mstar_ray.results import ItemResult
 from mstar_ray.tasks.judge import Judge
 from mstar_ray.tasks.model import Item
 from mstar_ray.tasks.scoring import token_f1
 
+ANSWER_MAX_TOKENS = 64
+
+
+def answer_prompt(shown: Shown, question: str) -> Messages:
+    parts = [p for p in (shown.always_on.strip(), f"Memory:\n{shown.context}" if shown.context else "Memory: (empty)") if p]
+    prompt = "\n\n".join(parts + [shown.instruction, f"Question: {question}\nAnswer:"])
+    return [{"role": "user", "content": prompt}]
+
+
+def first_line(reply: str, question: str) -> str:
+    """A short answer is the reply's first line: what a model adds after it is talk."""
+    return reply.strip().splitlines()[0].strip() if reply.strip() else ""
+
+
+ANSWER = Step("answer", prompt=answer_prompt, parse=first_line, offline=offline.answer, max_tokens=ANSWER_MAX_TOKENS)
+
 
 class QuestionAnswering:
     name = "qa"
-    steps = ("answer",)
-    reads_once = True  # items can run at once, their reads kept in item order (mstar_ray.agent.pipeline)
+    steps = (ANSWER.name,)
+    overlap = Overlap(across_items=True)  # one read per item, at its start
     brief = "The agent answers each question from read()'s output alone; answers are scored by token F1."
 
     def metric_for(self, judged: bool) -> str:
@@ -26,8 +44,7 @@ class QuestionAnswering:
             result.error = recall.error
             return result
         result.context = recall.context
-        run.calls["answer"] += 1
-        result.prediction = run.agent.answer(run.response_instruction, run.always_on, recall.context, item.question)
+        result.prediction = run.ask(ANSWER, recall.context, item.question)
         result.score = token_f1(result.prediction, item.answer)
         if run.verdicts and run.judge is not None:
             result.judge = Judge(run.judge)(item.question, item.answer, result.prediction)

@@ -1,4 +1,6 @@
-"""Answering: the context sentence that best matches the question, and a short span cut out of it."""
+"""The answer step's offline stand-in: the context sentence that best matches the question, and a short span cut
+out of it. The offline agent's shared steps read questions the same way (``mstar_ray.agent.offline``: the
+query's fields, a toolkit request to answer from material)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from mstar_ray import text as tx
+from mstar_ray.families.step import Shown
 from mstar_ray.statements import statements
 
 IDK = "I don't know"
@@ -258,3 +261,14 @@ def answer_from_context(context: str, question: str) -> str:
             if span:
                 return span
     return _generic_span(ranked[0][1].sentence, q_tokens, q_stems)
+
+
+def answer(shown: Shown, question: str) -> str:
+    # What memory returned for this question is the evidence; always-on text is mostly how to answer (a
+    # policy, a format), so a model reads the answer out of it only when the context has nothing on the question.
+    for evidence in (shown.context or "", shown.always_on or ""):
+        if evidence.strip():
+            found = answer_from_context(evidence, question)
+            if found != IDK:
+                return found
+    return IDK

@@ -11,15 +11,39 @@ what cost points first, for the reflector.
 
 from __future__ import annotations
 
-from mstar_ray.families.base import ItemRun
+from mstar_ray.families.base import ItemRun, Overlap
+from mstar_ray.families.rubric import offline
 from mstar_ray.families.rubric.graders import STAND_IN_LABEL, Grader, Verdict, grader_for
+from mstar_ray.families.step import Messages, Shown, Step
 from mstar_ray.results import ItemResult
 from mstar_ray.tasks.model import Item
-from mstar_ray.tasks.rubric import Criterion, RubricSpec, conversation_text, rubric_score
+from mstar_ray.tasks.rubric import Criterion, Message, RubricSpec, bounded_messages, conversation_text, rubric_score
 
 METRIC = "rubric score (points of the criteria met over the positive points, clipped to [0, 1])"
 JUDGE_CONVERSATION_CHARS = 8000  # of the conversation shown to the judge: its end, where the question is
 TRACE_TEXT_CHARS = 160
+RESPONSE_CONVERSATION_CHARS = 12000  # the conversation's end, beside up to 3,000 characters of memory
+RESPOND_ROLE = "You are the assistant in the conversation that follows. Write your next message to the user, in full."
+
+
+def respond_prompt(shown: Shown, messages: list[Message]) -> Messages:
+    kept = bounded_messages(messages, RESPONSE_CONVERSATION_CHARS)
+    # The conversation's own system messages join ours: chat templates take one system message, first.
+    own = [m.content for m in kept if m.role == "system"]
+    memory = f"Memory:\n{shown.context}" if shown.context else "Memory: (empty)"
+    system = "\n\n".join(p for p in (RESPOND_ROLE, *own, shown.always_on.strip(), memory, shown.instruction.strip()) if p)
+    chat = [{"role": "system", "content": system}]
+    chat += [{"role": m.role, "content": m.content} for m in kept if m.role != "system"]
+    return chat
+
+
+def whole_reply(reply: str, messages: list[Message]) -> str:
+    return reply.strip()
+
+
+# A full reply, not a span: bounded by the task role's own max_tokens (the longest any step may take, and what the
+# start-up check sizes the request timeout for), where an answer takes qa's ANSWER_MAX_TOKENS.
+RESPOND = Step("respond", prompt=respond_prompt, parse=whole_reply, offline=offline.respond)
 
 
 def _line(criterion: Criterion, verdict: Verdict) -> str:
@@ -56,8 +80,8 @@ def trace(grader: Grader, criteria: list[Criterion], verdicts: list[Verdict]) ->
 
 class RubricGraded:
     name = "rubric"
-    steps = ("respond", "grade", "grade_unreadable")
-    reads_once = True  # items can run at once, their reads kept in item order (mstar_ray.agent.pipeline)
+    steps = (RESPOND.name, "grade", "grade_unreadable")  # grading is the judge's (or the stand-in's), not the agent's
+    overlap = Overlap(across_items=True)  # one read per item, at its start
     brief = ("Each item is a conversation ending in a user's request. The agent writes its full reply from "
              "read()'s output, queried with the end of the conversation. The reply is checked against the item's "
              "rubric: criteria worth points when met, negative points for what a reply must avoid; the score is "
@@ -78,9 +102,7 @@ class RubricGraded:
             result.trace = f"graded by {grader.label}\nnot graded: read() failed, so no response was written (score 0)"
             return result
         result.context = recall.context
-        run.calls["respond"] += 1
-        result.prediction = run.agent.respond(run.response_instruction, run.always_on, recall.context,
-                                              [m.model_dump() for m in spec.messages])
+        result.prediction = run.ask(RESPOND, recall.context, spec.messages)
         verdicts = self._grade(grader, spec, result.prediction, run)
         result.score = rubric_score([c.points for c in spec.criteria], [v.met for v in verdicts]).score
         result.trace = trace(grader, spec.criteria, verdicts)

@@ -1,4 +1,4 @@
-"""Responding to a conversation: the context's passages most related to it, as the reply.
+"""The respond step's offline stand-in: the context's passages most related to the conversation, as the reply.
 
 A rule, not a writer: the reply holds only what memory returned. Passages (the context's blank-line separated
 blocks) are ranked by the content words they share with the conversation, and the reply is their sentences in
@@ -13,6 +13,8 @@ import re
 from collections.abc import Sequence
 
 from mstar_ray import text as tx
+from mstar_ray.families.step import Shown
+from mstar_ray.tasks.rubric import Message
 
 NOTHING = "I have nothing on this in memory."
 RESPONSE_SENTENCES = 6
@@ -31,10 +33,15 @@ def _sentences(passage: str) -> list[str]:
     return found
 
 
-def respond_from_context(context: str, messages: Sequence[dict[str, str]]) -> str:
-    users = [m.get("content", "") for m in messages if m.get("role") == "user"]
+def respond(shown: Shown, messages: Sequence[Message]) -> str:
+    combined = "\n".join(part for part in (shown.context or "", shown.always_on or "") if part.strip())
+    return respond_from_context(combined, messages)
+
+
+def respond_from_context(context: str, messages: Sequence[Message]) -> str:
+    users = [m.content for m in messages if m.role == "user"]
     asked = set(tx.content_stems(users[-1] if users else ""))
-    earlier = set(tx.content_stems(" ".join(m.get("content", "") for m in messages))) - asked
+    earlier = set(tx.content_stems(" ".join(m.content for m in messages))) - asked
     passages = [(p, set(tx.content_stems(p))) for p in _PASSAGE_BREAK.split(context) if p.strip()]
     if not passages or not asked:
         return NOTHING
