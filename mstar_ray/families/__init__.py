@@ -3,13 +3,16 @@
 The rest of the system never branches on the family. The write phase is the same for every family (each raw
 text: extract a ``KnowledgeItem``, ``kb.write``); then, for each item, the evaluation procedure
 (``mstar_ray.agent.evaluation``) hands it to its family's ``run`` with an :class:`~mstar_ray.families.base.ItemRun`:
-the agent's steps, the memory (``recall(text)``: the agent builds a ``Query`` from the text and the program's
-``read()`` answers it, as many times as the family wants) and the judge. The family returns the item's
-:class:`~mstar_ray.results.ItemResult`: a score in [0, 1], what the agent produced, and a trace for the
-reflector. A family is a class satisfying :class:`~mstar_ray.families.base.Family`, made with no arguments:
-the package's own are named in ``_FAMILIES`` below (its tasks are loaders in ``mstar_ray.tasks.registry``
-that set ``Task.family``); a user's own comes with the user's task adapter (``mstar_ray.tasks.adapter``),
-which registers it where the task is loaded, and every evaluation job carries it to its worker.
+the memory (``recall(text)``: the agent builds a ``Query`` from the text and the program's ``read()`` answers
+it, as many times as the family wants), the agent, which runs the family's own steps (``run.ask``: each a
+:class:`~mstar_ray.families.step.Step` bringing its prompt, the reading of the reply and its offline stand-in),
+and the judge. The family returns the item's :class:`~mstar_ray.results.ItemResult`: a score in [0, 1], what
+the agent produced, and a trace for the reflector. A family is a class satisfying
+:class:`~mstar_ray.families.base.Family`, made with no arguments, in a module (or package) of its own: the
+package's own are named in ``_FAMILIES`` below (its tasks are loaders in ``mstar_ray.tasks.registry`` that set
+``Task.family``; ``choice`` is the smallest, a whole family in one module); a user's own comes with the user's
+task adapter (``mstar_ray.tasks.adapter``), which registers it where the task is loaded, and every evaluation job
+carries it to its worker.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ _FAMILIES: dict[str, tuple[str, str]] = {
     "qa": ("mstar_ray.families.qa", "QuestionAnswering"),
     "rubric": ("mstar_ray.families.rubric", "RubricGraded"),
     "episode": ("mstar_ray.families.episode", "Episodes"),
+    "choice": ("mstar_ray.families.choice", "MultipleChoice"),
 }
 FAMILY_NAMES: tuple[str, ...] = tuple(_FAMILIES)
 _made: dict[str, Family] = {}

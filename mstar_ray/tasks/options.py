@@ -20,6 +20,7 @@ _DATA: dict[str, str] = {
     "jsonl": "the directory holding your texts.jsonl and questions.jsonl",
     "healthbench": "HealthBench's JSONL file (HealthBench is not shipped)",
     "prbench": "a PRBench file, Parquet or JSONL (PRBench is not shipped)",
+    "choice": "the directory holding your texts.jsonl and questions.jsonl (with options)",
 }
 
 
@@ -75,6 +76,11 @@ class BeamOptions(_FileOptions):
 class JsonlOptions(_FileOptions):
     name: Literal["jsonl"] = "jsonl"
     data: str | None = Field(None, description=f"{_DATA['jsonl']} (required)")
+
+
+class ChoiceOptions(_FileOptions):
+    name: Literal["choice"] = "choice"
+    data: str | None = Field(None, description=f"{_DATA['choice']} (required)")
 
 
 class _RubricOptions(_FileOptions):

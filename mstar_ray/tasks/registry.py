@@ -33,6 +33,7 @@ _TASKS: dict[str, _Entry] = {
     "synthetic": _Entry(o.SyntheticOptions, "mstar_ray.tasks.synthetic", "from_config"),
     "beam": _Entry(o.BeamOptions, "mstar_ray.tasks.beam", "from_config"),
     "jsonl": _Entry(o.JsonlOptions, "mstar_ray.tasks.jsonl", "from_config"),
+    "choice": _Entry(o.ChoiceOptions, "mstar_ray.tasks.choice", "from_config"),
     "healthbench": _Entry(o.HealthbenchOptions, "mstar_ray.tasks.healthbench", "from_config"),
     "prbench": _Entry(o.PrbenchOptions, "mstar_ray.tasks.prbench", "from_config"),
     "twc": _Entry(o.TwcOptions, "mstar_ray.tasks.textworld", "twc"),
