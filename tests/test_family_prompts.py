@@ -63,7 +63,7 @@ class Recording:
 @pytest.mark.parametrize("step, shown, given, max_tokens, digest", CASES, ids=lambda v: getattr(v, "name", None))
 def test_each_step_sends_the_prompt_it_always_sent(step, shown, given, max_tokens, digest):
     client = Recording()
-    LLMBackend(client).perform(step, shown, given)  # type: ignore[arg-type]
+    LLMBackend(client).perform(step, shown, given)
     ((name, sent_max_tokens, messages),) = client.sent
     assert (name, sent_max_tokens) == (step.name, max_tokens)
     assert hashlib.sha256(messages.encode()).hexdigest() == digest
