@@ -12,8 +12,7 @@ import random
 import re
 
 from mstar_ray import text as tx
-from mstar_ray.agent.offline import IDK
-from mstar_ray.families.qa.offline import answer_from_context
+from mstar_ray.families.qa.offline import IDK, answer_from_context
 from mstar_ray.supervise.bundles import Bundle, Piece
 from mstar_ray.supervise.plan import AnswerPlan
 
