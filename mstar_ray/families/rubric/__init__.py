@@ -5,7 +5,7 @@ points met over positive points, clipped to [0, 1] (``mstar_ray.tasks.rubric``).
 Memory is asked once per item, from ``Item.question``: the conversation's end (its last user message and what
 came before it, up to ``tasks.rubric.RECALL_CHARS``). The response sees the whole conversation. The criteria are
 judged by the run's judge model, or, when none is configured, by the offline stand-in grader, whose name is in
-the metric and in every trace (``rubric_graders``). The trace lists every criterion with its points and verdict,
+the metric and in every trace (``graders``). The trace lists every criterion with its points and verdict,
 what cost points first, for the reflector.
 """
 
