@@ -19,7 +19,7 @@ from mstar_ray.envs.base import EnvFailure, EnvUnavailable
 from mstar_ray.exit_codes import (EXIT_BUDGET, EXIT_ENDPOINT, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_PROGRAM, EXIT_SIGINT,
                                   EXIT_SIGTERM, InputError, MissingInput, Terminated)
 from mstar_ray.llm.errors import BudgetExceeded, EndpointError
-from mstar_ray.sandbox_jail import LAYERS, SandboxStartError, SandboxUnavailable
+from mstar_ray.sandbox_host.jail import LAYERS, SandboxStartError, SandboxUnavailable
 from mstar_ray.terminal import printable
 
 
@@ -65,7 +65,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from mstar_ray.agent.evaluation import evaluate
     from mstar_ray.llm.cache import SqliteCache
     from mstar_ray.actors.wiring import RoleClients, probe_endpoints
-    from mstar_ray.sandbox_host import SandboxLimits
+    from mstar_ray.sandbox_host.process import SandboxLimits
     from mstar_ray.tasks.registry import load_task
 
     source = _read_program(args.program)
@@ -132,7 +132,7 @@ class ProgressPrinter:
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
-    from mstar_ray.sandbox_host import SandboxLimits, check_layers
+    from mstar_ray.sandbox_host.process import SandboxLimits, check_layers
 
     report = check_layers(SandboxLimits(require=[layer for layer in LAYERS if layer not in args.allow_missing]))
     print("layers: " + ", ".join(report["layers"]))

@@ -13,7 +13,7 @@ from mstar_ray.results import EvalConcurrency
 from mstar_ray.config_file import ConfigError, load_yaml
 from mstar_ray.contract import ContractError, Violation, check_source
 from mstar_ray.llm.settings import LLMSettings
-from mstar_ray.sandbox_host import SandboxLimits
+from mstar_ray.sandbox_host.process import SandboxLimits
 from mstar_ray.serve.config import ServeConfig
 from mstar_ray.tasks.adapter import AdapterError, AdapterTask, resolve_file
 from mstar_ray.tasks.options import SyntheticOptions
@@ -93,7 +93,7 @@ class SearchConfig(_Section):
     dedup: bool = Field(True, description="a child structurally identical to a program already queued is not "
                         "evaluated again; its score is reused")
     structure_level: Literal["exact", "names", "shape"] = Field(
-        "names", description="abstraction of the trees that novelty and the structural families compare: exact keeps "
+        "names", description="abstraction of the trees that novelty and the structural clusters compare: exact keeps "
         "identifiers and literals, names abstracts literals, shape abstracts both")
 
     @model_validator(mode="after")

@@ -1,7 +1,7 @@
 """How the driver scales with the number of candidates, simulated rather than guessed.
 
 The real driver (``SearchDriver``: policy, structure index, incumbent, run directory and its fsync'ed logs,
-the live line, the confirmation, the test and the structural families at the end) runs a whole search on a
+the live line, the confirmation, the test and the structural clusters at the end) runs a whole search on a
 ``ray.cluster_utils.Cluster`` of several nodes on this machine; only its workers are stand-ins, given to it
 through its one injection point, the pool's actor factories (``SearchDriver(workers=...)``):
 
@@ -177,7 +177,7 @@ def one(candidates: int, evaluators: int, latency: float, nodes: int, run_dir: P
     from mstar_ray.driver.policy import SearchPolicy
     from mstar_ray.driver.progress import Progress, ProgressState
     from mstar_ray.driver.run_dir import RunDir
-    from mstar_ray.driver.search import SearchDriver
+    from mstar_ray.driver.search_driver import SearchDriver
     from mstar_ray.embedding.hashing import HashingEmbedder
     from mstar_ray.inspect.report import build_report
     from mstar_ray.inspect.status import status_text
@@ -195,7 +195,7 @@ def one(candidates: int, evaluators: int, latency: float, nodes: int, run_dir: P
     timers.wrap(SearchPolicy, "_reflection_request", "reflection requests")
     timers.wrap(LogWriter, "append", "logs (append + fsync)")
     timers.wrap(SearchState, "apply", "state transitions")
-    timers.wrap(SearchDriver, "_families", "structural families (end)")
+    timers.wrap(SearchDriver, "_population_map", "structural clusters (end)")
     timers.wrap(SearchDriver, "_side_evaluations", "confirmation and test (end)")
     loop = {}
     original_drive = SearchPolicy.drive

@@ -45,10 +45,32 @@ def _files(folder: Path) -> set[Path]:
 
 def test_the_installed_package_is_the_one_imported(install, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(install)}
-    done = subprocess.run([sys.executable, "-c", "import mstar_ray, sandbox; print(mstar_ray.__file__); "
-                           "print(sandbox.__file__)"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", "import mstar_ray, mstar_ray.sandbox.wire as w; print(mstar_ray.__file__); "
+                           "print(w.__file__)"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert all(line.startswith(str(install)) for line in done.stdout.splitlines()), done.stdout
+    # the in-sandbox half is a copy inside the package, never a link back to the checkout
+    assert (install / "mstar_ray" / "sandbox" / "wire.py").is_file() and not (install / "mstar_ray" / "sandbox").is_symlink()
+
+
+def test_no_bare_sandbox_package_is_installed(install):
+    """The in-sandbox half goes in as ``mstar_ray.sandbox`` only: a top-level ``sandbox`` would shadow (or be
+    shadowed by) any other distribution's module of that name in the user's site-packages."""
+    top_level = {p.name for p in install.iterdir() if not p.name.endswith(".dist-info") and p.name != "bin"}
+    assert top_level == {"mstar_ray"}
+
+
+def test_an_unjailed_sandbox_starts_from_the_install(install, tmp_path):
+    """Without the jail the fork server's code folder links to the installed package (its parent, ``mstar_ray/``,
+    is never on the sandbox's path)."""
+    probe = ("from mstar_ray.sandbox_host.fork_server import ForkServer\n"
+             "server = ForkServer(test_disable=frozenset({'jail'}))\n"
+             "print(server.alive, server.missing.get('jail'))\n"
+             "server.close()\n")
+    env = {**os.environ, "PYTHONPATH": str(install)}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.split()[0] == "True", done.stdout + done.stderr[-3000:]
 
 
 def test_a_search_runs_from_an_install_in_a_path_with_spaces(install, tmp_path):

@@ -152,10 +152,10 @@ def _busy():
 def test_an_evaluator_killed_mid_evaluation_is_restarted_and_its_work_reissued(tmp_path):
     import ray
 
-    from mstar_ray.actors.evaluator import EvaluatorActor
+    from mstar_ray.actors.evaluator_actor import EvaluatorActor
     from mstar_ray.actors.run_services import start_run_services
     from mstar_ray.llm.settings import LLMSettings
-    from mstar_ray.sandbox_host import SandboxLimits
+    from mstar_ray.sandbox_host.process import SandboxLimits
     from mstar_ray.search.jobs import EvalJob
     from mstar_ray.tasks.registry import load_task
 

@@ -1,5 +1,5 @@
 """The search policy: what to run next, and what a result means. Ray-free: it hands out ``Work`` and takes
-back what finished, so any pool can drive it (the Ray pool in ``driver.search``, a plain one in tests).
+back what finished, so any pool can drive it (the Ray pool in ``driver.search_driver``, a plain one in tests).
 
 It keeps R reflections and E evaluations busy in a steady state, not lock-step generations: a reflection
 starts only while fewer than E children wait for or undergo evaluation, so evaluators stay busy without
@@ -27,7 +27,7 @@ from mstar_ray.reflect.request import ReflectionRequest, sample_cases, shown_res
 from mstar_ray.results import stage_totals
 from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog.sources import load_source
-from mstar_ray.sandbox_host import SandboxStartError, SandboxUnavailable
+from mstar_ray.sandbox_host.process import SandboxStartError, SandboxUnavailable
 from mstar_ray.search.cascade import cascade_rule, passes
 from mstar_ray.search.jobs import EvalJob, EvalOutcome
 from mstar_ray.search.pareto import ParetoParents

@@ -24,7 +24,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     from mstar_ray.driver.resume import merge_resume_config
     from mstar_ray.state.replay import restore
     from mstar_ray.driver.policy import FatalRunError
-    from mstar_ray.driver.search import SearchDriver
+    from mstar_ray.driver.search_driver import SearchDriver
 
     restored = None
     if resume:
@@ -105,7 +105,8 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         "wall_seconds": round(result.wall_s, 1), "stop_reason": result.stop_reason,
         "cost_usd": driver.state.cost_usd, "tokens": driver.state.tokens,
         "duplicates": driver.state.duplicates, "screened_out": result.screened_out,
-        "structural_families": len(result.families.medoids) if result.families else None,
+        # the key keeps the name summaries have always had for the clusters of programs
+        "structural_families": len(result.population_map.medoids) if result.population_map else None,
     }
     directory.write_summary(summary)
     directory.write_best(result.best.source)

@@ -212,8 +212,8 @@ class RunDir:
     def clear_live(self) -> None:
         (self.path / layout.LIVE).unlink(missing_ok=True)
 
-    def write_families(self, families) -> None:
-        write_atomic(self.path / layout.STRUCTURE, families.model_dump_json(indent=1).encode())
+    def write_population_map(self, found) -> None:
+        write_atomic(self.path / layout.STRUCTURE, found.model_dump_json(indent=1).encode())
 
     def write_summary(self, summary: dict) -> None:
         write_atomic(self.path / layout.SUMMARY, json.dumps(summary, indent=1).encode())

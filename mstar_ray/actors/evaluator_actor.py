@@ -16,7 +16,7 @@ from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.results import EvalConcurrency
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.run_config import RunConfig
-from mstar_ray.sandbox_host import SandboxLimits, check_layers, shared_fork_server
+from mstar_ray.sandbox_host.process import SandboxLimits, check_layers, shared_fork_server
 from mstar_ray.search.jobs import EvalJob, EvalOutcome, static_score
 from mstar_ray.tasks.adapter import register
 from mstar_ray.tasks.model import Task

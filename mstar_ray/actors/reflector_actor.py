@@ -12,7 +12,7 @@ from mstar_ray.reflect.edit_formats import resolve_format
 from mstar_ray.reflect.reflector import LLMReflector, OfflineReflector, ReflectionOutcome
 from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.reflect.smoke import smoke_test
-from mstar_ray.sandbox_host import SandboxLimits, check_layers, shared_fork_server
+from mstar_ray.sandbox_host.process import SandboxLimits, check_layers, shared_fork_server
 
 
 @ray.remote

@@ -13,10 +13,10 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from mstar_ray.actors.evaluator import new_evaluator
+from mstar_ray.actors.evaluator_actor import new_evaluator
 from mstar_ray.actors.pool import WorkerPool, WorkersKeepDying
 from mstar_ray.actors.progress_board import start_progress_board
-from mstar_ray.actors.reflector import ReflectorActor
+from mstar_ray.actors.reflector_actor import ReflectorActor
 from mstar_ray.actors.run_services import start_run_services
 from mstar_ray.actors.structure_tasks import population_matrix
 from mstar_ray.actors.wiring import RoleClients
@@ -35,7 +35,7 @@ from mstar_ray.search.split import SplitPlan
 from mstar_ray.search.work import Crashed, Raised, Work
 from mstar_ray.state.candidate import Candidate, Seed
 from mstar_ray.state.search_state import SearchState
-from mstar_ray.structure.families import Families, population_families
+from mstar_ray.structure.population_map import PopulationMap, map_population
 from mstar_ray.tasks.model import Task
 
 LIVE_INTERVAL_S = 2.0  # live.json is rewritten at most this often
@@ -56,7 +56,7 @@ class RunResult:
     screened_out: int
     wall_s: float
     stop_reason: str
-    families: Families | None = None
+    population_map: PopulationMap | None = None
     # by member id: why a program's confirmation or test has no result or broke the contract
     side_failures: dict[str, str] | None = None
 
@@ -291,7 +291,7 @@ class SearchDriver:
             self.progress.update(self.state, force=True)
             selection, best = self._test(selection, best, best_seed, tests, failures, disqualified)
         self.pool.shutdown()  # done: their CPUs go to the distance tasks
-        families = self._families()
+        population_map = self._population_map()
         self.state.phase = "done"
         stop_reason = self.policy.stopped()
         self._refresh(show=False, jobs=[])
@@ -301,7 +301,7 @@ class SearchDriver:
                          evaluated=self.state.evaluated, discarded=self.state.discarded,
                          violations=self.state.violations, screened_out=self.state.screened_out,
                          wall_s=time.monotonic() - self.policy.started,
-                         stop_reason=str(stop_reason), families=families, side_failures=failures)
+                         stop_reason=str(stop_reason), population_map=population_map, side_failures=failures)
 
     def _select(self, confirmation: Confirmation | None, disqualified: dict[str, str]) -> Selection | None:
         """The selection rule over every program but the ``disqualified`` (None when it leaves none), its ``how``
@@ -348,13 +348,14 @@ class SearchDriver:
                                detail=f"selection ({selection.rule}): {selection.how}")
         return selection, best
 
-    def _families(self) -> Families | None:
-        """The population's structural families (its distance matrix as Ray tasks over the cluster once it is big
-        enough to gain from it); the trees are the ones the structure index built when each program was queued."""
-        self.state.phase = "structural families"
+    def _population_map(self) -> PopulationMap | None:
+        """The population's structural clusters and map (its distance matrix as Ray tasks over the cluster once it
+        is big enough to gain from it); the trees are the ones the structure index built when each program was
+        queued."""
+        self.state.phase = "structural clusters"
         self.progress.update(self.state, force=True)
-        families = population_families(self.policy.state.members, self.policy.structure, seed=self.config.search.seed,
-                                       matrix=population_matrix)
-        if families is not None:
-            self.run_dir.write_families(families)
-        return families
+        found = map_population(self.policy.state.members, self.policy.structure, seed=self.config.search.seed,
+                               matrix=population_matrix)
+        if found is not None:
+            self.run_dir.write_population_map(found)
+        return found
