@@ -345,3 +345,19 @@ def test_the_duplicate_message_names_the_parent_and_the_original_once():
     other = same.model_copy(update={"id": "fedcba9876543210"})
     text = duplicate_message(other, "b7e114297e391ec1", "structurally identical")
     assert "fedcba9876543210" in text and "b7e114297e391ec1" in text and "structurally identical" in text
+
+
+def test_what_stops_a_run_is_one_class_of_error():
+    """The infrastructure's errors share one base class, which the policy's rule asks for; a spent budget stops
+    the run its own way, and anything else a worker raises is its candidate's failure."""
+    from mstar_ray.driver.policy import infrastructure_failure
+    from mstar_ray.envs.base import EnvUnavailable
+    from mstar_ray.exit_codes import InfrastructureError
+    from mstar_ray.llm.errors import BudgetExceeded, EndpointError, RequestRefused
+    from mstar_ray.sandbox_host.jail import SandboxStartError, SandboxUnavailable
+
+    for error in (EndpointError("gone"), RequestRefused("refused", 401), SandboxStartError("no fork server"),
+                  SandboxUnavailable({"seccomp": "not here"}), EnvUnavailable("no Java")):
+        assert isinstance(error, InfrastructureError) and infrastructure_failure(error), error
+    for error in (BudgetExceeded("spent"), ValueError("a bad program"), RuntimeError("a bug"), MemoryError()):
+        assert not infrastructure_failure(error), error

@@ -19,15 +19,13 @@ from collections.abc import Callable
 from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.families import family
-from mstar_ray.envs.base import EnvUnavailable
-from mstar_ray.exit_codes import InputError
-from mstar_ray.llm.errors import BudgetExceeded, EndpointError
+from mstar_ray.exit_codes import InfrastructureError, InputError
+from mstar_ray.llm.errors import BudgetExceeded
 from mstar_ray.reflect.reflector import Child, Discard, ReflectionOutcome
 from mstar_ray.reflect.request import ReflectionRequest, sample_cases, shown_results
 from mstar_ray.results import stage_totals
 from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog.sources import load_source
-from mstar_ray.sandbox_host.process import SandboxStartError, SandboxUnavailable
 from mstar_ray.search.cascade import cascade_rule, passes
 from mstar_ray.search.jobs import EvalJob, EvalOutcome
 from mstar_ray.search.pareto import ParetoParents
@@ -61,11 +59,11 @@ class FatalRunError(RuntimeError):
 
 
 def infrastructure_failure(cause: BaseException) -> bool:
-    """Whether an error an evaluation raised is the infrastructure's (an endpoint gone, a machine that cannot
-    sandbox or cannot run the task's environment), which stops a run; any other is the candidate's failure.
-    A request that the program's own declarations made too large never gets here: the evaluation records it
-    as the program's violation (``agent.evaluation``)."""
-    return isinstance(cause, (EndpointError, SandboxUnavailable, SandboxStartError, EnvUnavailable))
+    """Whether an error a worker raised is the infrastructure's (an endpoint gone, a machine that cannot sandbox
+    or cannot run the task's environment: an ``InfrastructureError``), which stops a run; any other is the
+    candidate's failure. A request that the program's own declarations made too large never gets here: the
+    evaluation records it as the program's violation (``agent.evaluation``)."""
+    return isinstance(cause, InfrastructureError)
 
 
 class SearchPolicy:
@@ -326,9 +324,8 @@ class SearchPolicy:
             self.retry.append(work)
 
     def _raised(self, done: Raised) -> None:
-        """A budget spent stops the run; an endpoint gone, or a machine that cannot sandbox or cannot run the task's
-        environment, ends it; any other error is the failure of that one candidate (or reflection), and the search
-        goes on."""
+        """A budget spent stops the run; an infrastructure error ends it; any other error is the failure of that
+        one candidate (or reflection), and the search goes on."""
         cause = done.error
         if isinstance(cause, BudgetExceeded):
             self.stop = StopReason("llm_budget", str(cause))

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from mstar_ray.exit_codes import InfrastructureError
+
 JAIL_UID = JAIL_GID = 65534
 SANDBOX_MOUNT = "/opt/mstar-sandbox"  # the jail's code folder: the in-sandbox package is bound here as ``sandbox``
 SCRATCH = "/tmp"  # the jail's tmpfs: the candidates' folders are mounted beneath it
@@ -53,11 +55,11 @@ FIXES = {
 }
 
 
-class SandboxStartError(RuntimeError):
+class SandboxStartError(InfrastructureError):
     """The fork server could not be started or died (a broken install, not a broken program)."""
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(InfrastructureError):
     """A layer the run requires cannot be set up on this machine (not the candidate's fault)."""
 
     def __init__(self, missing: dict[str, str]):
