@@ -320,7 +320,7 @@ def test_pareto_parents_come_from_the_front(tmp_path: Path):
 
     def recorded(iteration):
         request = original(iteration)
-        front = {entry.member.id for entry in policy.pareto.front(policy.state.population)}
+        front = {entry.member.id for entry in policy.parents.front(policy.state.population)}
         parents.append((request.parent_id, front))
         return request
 

@@ -28,7 +28,7 @@ from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog.sources import load_source
 from mstar_ray.search.cascade import cascade_rule, passes
 from mstar_ray.search.jobs import EvalJob, EvalOutcome
-from mstar_ray.search.pareto import ParetoParents
+from mstar_ray.search.parents import parent_rule
 from mstar_ray.search.population import Member
 from mstar_ray.search.selection import Incumbent
 from mstar_ray.search.split import SplitPlan
@@ -84,9 +84,8 @@ class SearchPolicy:
                         if cascade is not None else None)
         if self.cascade is not None and not plan.split.screen:
             raise InputError("search.cascade is set but the split has no slice to screen on (split.screen)")
-        pareto = config.search.pareto
-        self.pareto = (ParetoParents(plan.split.static, pareto.objectives, pareto.cost)
-                       if config.search.parent_selection == "pareto" else None)
+        self.parents = parent_rule(config.search.parent_selection, tau=config.search.tau, static_ids=plan.split.static,
+                                   objectives=config.search.pareto.objectives, cost=config.search.pareto.cost)
         self.structure = StructureIndex(config.search.structure_level)  # no structure is evaluated twice
         self.items = {q.id: q for q in task.items}
         self.task_brief = family(task.family).brief  # what the reflector is told about how items are scored
@@ -267,14 +266,11 @@ class SearchPolicy:
         cfg = self.config.search
         rng = random.Random(f"{cfg.seed}:reflect:{iteration}")
         population = self.state.population
-        parent = (self.pareto.select(population, rng) if self.pareto is not None
-                  else population.select_parent(rng, cfg.parent_selection, cfg.tau))
+        parent = self.parents.choose(population, rng)
         hidden = self.plan.split.scoring()
         failures, success = sample_cases(parent.results, rng, self.evidence, hidden=hidden)
         # The best few only: sorting the whole population for them made each request cost n log n.
-        pool = ([m for m in population.members if m.origin == "seed"] if cfg.parent_selection == "seeds"
-                else population.members)
-        best = heapq.nlargest(MAX_DONORS + 1, pool, key=lambda m: m.score)
+        best = heapq.nlargest(MAX_DONORS + 1, self.parents.donors(population), key=lambda m: m.score)
         donors = [m.source for m in best if m.id != parent.id]
         return ReflectionRequest(
             task_brief=self.task_brief, parent_id=parent.id, parent_source=parent.source, parent_score=parent.score,
