@@ -73,6 +73,9 @@ class RunDir:
     def write_program(self, source: str) -> str:
         return store_source(self.path, source)
 
+    def read_program(self, program_id: str) -> str:
+        return load_source(self.path, program_id)
+
     def event(self, kind: str, *, candidate: str | None = None, iteration: int | None = None,
               actor: str | None = None, node_id: str | None = None, detail: str | None = None,
               work: str | None = None, purpose: str | None = None) -> None:
