@@ -6,6 +6,7 @@ install, and the install is left as it was (numba's compiled loops go to the use
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,10 +20,15 @@ from tests.conftest import ROOT
 @pytest.fixture(scope="module")
 def install(tmp_path_factory) -> Path:
     """``pip install --no-deps --target 'DIR with spaces/site' CHECKOUT`` (the dependencies are the test
-    interpreter's own); the package is built from the checkout like any sdist."""
-    site = tmp_path_factory.mktemp("install") / "a folder with spaces" / "site"
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(ROOT)],
-                          capture_output=True, text=True, timeout=600)
+    interpreter's own); the package is built from a copy of the checkout like any sdist: setuptools packs
+    whatever an earlier build left in the checkout's ``build/`` into the wheel too (a bare ``sandbox`` from
+    before it moved), which no user's first install has."""
+    base = tmp_path_factory.mktemp("install")
+    checkout, site = base / "checkout", base / "a folder with spaces" / "site"
+    shutil.copytree(ROOT, checkout, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".mypy_cache", ".pytest_cache", "runs", "site"))
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
+                           str(checkout)], capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         pytest.fail(f"`pip install .` failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}", pytrace=False)
     return site
