@@ -1,5 +1,6 @@
 """The dependency order holds: no import cycle between the subpackages (and top-level modules) of
-``mstar_ray``, the in-sandbox half (``sandbox/``, installed as ``mstar_ray.sandbox``) imports nothing else of ``mstar_ray``, and the architecture page's map of the packages
+``mstar_ray``, the in-sandbox half (``sandbox/``, installed as ``mstar_ray.sandbox``) imports nothing else of
+``mstar_ray``, and the architecture page's map of the packages
 (docs/architecture.md, its "Layout" block, one level of the order per ``->``) names every one of them and puts none above what it imports. Read from the source with ``ast`` (nothing is
 imported or run), counting every import, also those inside functions and behind ``TYPE_CHECKING``."""
 

@@ -51,12 +51,14 @@ def _files(folder: Path) -> set[Path]:
 
 def test_the_installed_package_is_the_one_imported(install, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(install)}
-    done = subprocess.run([sys.executable, "-c", "import mstar_ray, mstar_ray.sandbox.wire as w; print(mstar_ray.__file__); "
-                           "print(w.__file__)"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", "import mstar_ray, mstar_ray.sandbox.wire as w; "
+                           "print(mstar_ray.__file__); print(w.__file__)"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True)
     assert done.returncode == 0, done.stderr
     assert all(line.startswith(str(install)) for line in done.stdout.splitlines()), done.stdout
     # the in-sandbox half is a copy inside the package, never a link back to the checkout
-    assert (install / "mstar_ray" / "sandbox" / "wire.py").is_file() and not (install / "mstar_ray" / "sandbox").is_symlink()
+    copied = install / "mstar_ray" / "sandbox"
+    assert (copied / "wire.py").is_file() and not copied.is_symlink()
 
 
 def test_no_bare_sandbox_package_is_installed(install):

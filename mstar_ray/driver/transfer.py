@@ -40,7 +40,8 @@ class Column:
     source: str
 
     def job(self, program: str, source: str) -> EvalJob:
-        """The evaluation the run that owns this column made of its own program at the end (``driver.search_driver``)."""
+        """The evaluation the run that owns this column made of its own program at the end
+        (``driver.search_driver``)."""
         test, static = self.split.test, self.split.static
         feedback = list(static) if inspect_program(source).has_feedback else []
         holders = self.task.evidence_holders()

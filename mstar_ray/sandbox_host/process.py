@@ -1,7 +1,8 @@
 """The host side of the sandbox: start a candidate program in its own process and call it under limits.
 
 The operating system is the boundary: the fork server runs in a bubblewrap jail (``jail``), each
-candidate in namespaces of its own under an allow-list seccomp filter and Landlock (``mstar_ray.sandbox``, ``sandbox/`` of a checkout).
+candidate in namespaces of its own under an allow-list seccomp filter and Landlock (``mstar_ray.sandbox``,
+``sandbox/`` of a checkout).
 This side trusts nothing the candidate's process sends. It holds the wall-clock deadline (the process is
 killed, not abandoned), validates every frame against a schema (``frames``), answers exactly one
 reply per request, builds LLM requests itself from a prompt of bounded size, embeds in chunks within

@@ -106,7 +106,8 @@ class EvalJobs:
                          question_ids + feedback, question_ids, judge=purpose == "test", feedback=feedback)
 
     def _job(self, candidate_id: str, source: str, purpose: Purpose, texts: list[RawText], question_ids: list[str],
-             static_ids: list[str], *, judge: bool, feedback: list[str] | None = None, attribute: bool = False) -> EvalJob:
+             static_ids: list[str], *, judge: bool, feedback: list[str] | None = None,
+             attribute: bool = False) -> EvalJob:
         return EvalJob(candidate_id=candidate_id, source=source, purpose=purpose, task_name=self.task.name,
                        family=self.task.family, texts=texts, items=[self.items[q] for q in question_ids],
                        static_ids=static_ids, judge=judge, feedback_ids=feedback or [], attribute=attribute)
