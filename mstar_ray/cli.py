@@ -15,11 +15,11 @@ import threading
 from pathlib import Path
 
 from mstar_ray.contract import ContractError, check_source
-from mstar_ray.envs.base import EnvFailure, EnvUnavailable
+from mstar_ray.envs.base import EnvFailure
 from mstar_ray.exit_codes import (EXIT_BUDGET, EXIT_ENDPOINT, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_PROGRAM, EXIT_SIGINT,
-                                  EXIT_SIGTERM, InputError, MissingInput, Terminated)
-from mstar_ray.llm.errors import BudgetExceeded, EndpointError
-from mstar_ray.sandbox_jail import LAYERS, SandboxStartError, SandboxUnavailable
+                                  EXIT_SIGTERM, InfrastructureError, InputError, MissingInput, Terminated)
+from mstar_ray.llm.errors import BudgetExceeded
+from mstar_ray.sandbox_host.jail import LAYERS
 from mstar_ray.terminal import printable
 
 
@@ -65,7 +65,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from mstar_ray.agent.evaluation import evaluate
     from mstar_ray.llm.cache import SqliteCache
     from mstar_ray.actors.wiring import RoleClients, probe_endpoints
-    from mstar_ray.sandbox_host import SandboxLimits
+    from mstar_ray.sandbox_host.process import SandboxLimits
     from mstar_ray.tasks.registry import load_task
 
     source = _read_program(args.program)
@@ -132,7 +132,7 @@ class ProgressPrinter:
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
-    from mstar_ray.sandbox_host import SandboxLimits, check_layers
+    from mstar_ray.sandbox_host.process import SandboxLimits, check_layers
 
     report = check_layers(SandboxLimits(require=[layer for layer in LAYERS if layer not in args.allow_missing]))
     print("layers: " + ", ".join(report["layers"]))
@@ -479,15 +479,12 @@ def _handled(args: argparse.Namespace) -> int:
     except ContractError as exc:
         print(printable(exc), file=sys.stderr)
         return EXIT_PROGRAM
-    except EndpointError as exc:
+    except (InfrastructureError, EnvFailure) as exc:  # an endpoint, a sandbox layer, an environment
         print(printable(f"error: {exc}"), file=sys.stderr)
         return EXIT_ENDPOINT
     except BudgetExceeded as exc:
         print(f"stopped: {exc}", file=sys.stderr)
         return EXIT_BUDGET
-    except (SandboxUnavailable, SandboxStartError, EnvUnavailable, EnvFailure) as exc:
-        print(printable(f"error: {exc}"), file=sys.stderr)
-        return EXIT_ENDPOINT
     except InputError as exc:
         print(printable(f"error: {exc}"), file=sys.stderr)
         return EXIT_INPUT

@@ -13,7 +13,7 @@ import warnings
 from dataclasses import dataclass
 
 from mstar_ray.program_schema import FieldSpec, ProgramSchema
-from sandbox.policy import ALLOWED_IMPORTS, FORBIDDEN_BUILTINS as FORBIDDEN_NAMES
+from mstar_ray.sandbox.python_subset import ALLOWED_IMPORTS, FORBIDDEN_BUILTINS as FORBIDDEN_NAMES
 
 SCHEMA_CLASSES = ("KnowledgeItem", "Query")
 LOGIC_CLASS = "KnowledgeBase"

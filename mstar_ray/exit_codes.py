@@ -1,5 +1,5 @@
-"""The process exit codes of ``mstar-ray``, in one place for the CLI and the driver it runs, and the exception
-that means exit 2.
+"""The process exit codes of ``mstar-ray``, in one place for the CLI and the driver it runs, and the exceptions
+that mean exit 2 (``InputError``) and exit 3 (``InfrastructureError``).
 
 ``InputError`` is raised where input is read (a config key, a data file, an argument), with a message naming
 the file, key or argument. Anything else that escapes a command is an internal failure (exit 3, its traceback
@@ -19,6 +19,14 @@ EXIT_SIGTERM = 143  # stopped by SIGTERM (128 + SIGTERM, as `ray job stop` sends
 
 class InputError(ValueError):
     """Input the user gave that cannot be used; the message says which and why."""
+
+
+class InfrastructureError(RuntimeError):
+    """What the run stands on failed, not a candidate: an endpoint gone after its retries, a sandbox layer this
+    machine cannot give, a fork server that cannot start, a task environment this machine cannot run. Each such
+    error is one of these, raised as itself across the actor edge (Ray re-raises a worker's exception as its
+    own class), so the search policy tells it from a candidate's failure by its class alone and stops the run;
+    a command exits 3 on it."""
 
 
 class MissingInput(InputError, FileNotFoundError):

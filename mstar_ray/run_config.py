@@ -13,7 +13,8 @@ from mstar_ray.results import EvalConcurrency
 from mstar_ray.config_file import ConfigError, load_yaml
 from mstar_ray.contract import ContractError, Violation, check_source
 from mstar_ray.llm.settings import LLMSettings
-from mstar_ray.sandbox_host import SandboxLimits
+from mstar_ray.sandbox_host.process import SandboxLimits
+from mstar_ray.search.parents import ParentSelection
 from mstar_ray.serve.config import ServeConfig
 from mstar_ray.tasks.adapter import AdapterError, AdapterTask, resolve_file
 from mstar_ray.tasks.options import SyntheticOptions
@@ -67,7 +68,7 @@ class SearchConfig(_Section):
                                        "duplicates not counted); without max_iterations, at most 5 reflections each")
     max_iterations: int | None = Field(None, gt=0, description="reflections to start")
     max_wall_s: float | None = Field(None, gt=0, description="seconds of wall time after which no new work starts")
-    parent_selection: Literal["softmax", "greedy", "chain", "pareto", "seeds"] = Field(
+    parent_selection: ParentSelection = Field(
         "softmax", description="softmax over static scores (tau); greedy; chain; pareto: among the members no other "
         "beats on every objective (search.pareto), weighted by how many objectives each is best on; seeds: a seed "
         "drawn uniformly, crossing over only with seeds (best-of-N, no evolution: the ablation's baseline)")
@@ -93,7 +94,7 @@ class SearchConfig(_Section):
     dedup: bool = Field(True, description="a child structurally identical to a program already queued is not "
                         "evaluated again; its score is reused")
     structure_level: Literal["exact", "names", "shape"] = Field(
-        "names", description="abstraction of the trees that novelty and the structural families compare: exact keeps "
+        "names", description="abstraction of the trees that novelty and the structural clusters compare: exact keeps "
         "identifiers and literals, names abstracts literals, shape abstracts both")
 
     @model_validator(mode="after")

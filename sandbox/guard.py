@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from sandbox.policy import ALLOWED_IMPORTS, FORBIDDEN_BUILTINS
+from .python_subset import ALLOWED_IMPORTS, FORBIDDEN_BUILTINS
 
 # Importing these (by any route) is refused once the guard is locked.
 DENIED_MODULES = frozenset(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from sandbox.libc import check, libc
+from .libc import check, libc
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000

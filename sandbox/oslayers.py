@@ -17,8 +17,8 @@ import signal
 import struct
 from typing import Any
 
-from sandbox.libc import check, libc
-from sandbox.namespaces import CLONE_NEWNET, CLONE_NEWUSER
+from .libc import check, libc
+from .namespaces import CLONE_NEWNET, CLONE_NEWUSER
 
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38

@@ -24,9 +24,9 @@ import traceback
 import types
 from typing import Any
 
-from sandbox import guard, namespaces, oslayers, seccomp, wire
-from sandbox.libc import libc
-from sandbox.toolkit import Toolkit
+from . import guard, namespaces, oslayers, seccomp, wire
+from .libc import libc
+from .toolkit import Toolkit
 
 PROGRAM_FILENAME = "program.py"
 THREAD_GRACE_S = 0.25

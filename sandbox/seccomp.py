@@ -18,9 +18,9 @@ import os
 import platform
 import struct
 
-from sandbox.libc import check, libc
-from sandbox.namespaces import EVERY_NAMESPACE
-from sandbox.syscalls import NUMBERS
+from .libc import check, libc
+from .namespaces import EVERY_NAMESPACE
+from .syscalls import NUMBERS
 
 # Hot calls first: the filter is a linear scan (the kernel caches argument-free verdicts anyway).
 ALLOWED = (

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from sandbox import wire
+from . import wire
 
 Ask = Callable[[dict[str, Any]], dict[str, Any]]
 

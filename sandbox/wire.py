@@ -1,7 +1,7 @@
 """Framing of the host <-> sandbox channel: 4-byte big-endian length, then one UTF-8 JSON object.
 
 The channel is a dedicated socket, never stdout/stderr, so nothing a program prints can forge or break
-a frame. The host reads with a size cap and a deadline (see ``mstar_ray.sandbox_host``).
+a frame. The host reads with a size cap and a deadline (see ``mstar_ray.sandbox_host.process``).
 """
 
 from __future__ import annotations

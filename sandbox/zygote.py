@@ -2,7 +2,7 @@
 
 Importing chromadb costs about a second; forking a process that has already imported it costs a few
 milliseconds. The zygote never runs candidate code: it imports libraries, then forks on request. It
-runs inside the jail the host built for it (``mstar_ray.sandbox_jail``), with an environment that holds
+runs inside the jail the host built for it (``mstar_ray.sandbox_host.jail``), with an environment that holds
 no secrets, and is not dumpable, so nothing running as the same user can trace it or read its memory.
 
 Each spawn forks a keeper, which enters the candidate's own namespaces (``sandbox.namespaces``) and
@@ -30,8 +30,8 @@ import socket
 import sys
 from typing import Any
 
-from sandbox import namespaces, oslayers, runner, seccomp
-from sandbox.libc import libc
+from . import namespaces, oslayers, runner, seccomp
+from .libc import libc
 
 PRELOAD = ("chromadb", "chromadb.api.rust", "chromadb.config", "numpy", "sqlite3", "json", "re", "dataclasses")
 

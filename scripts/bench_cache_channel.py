@@ -22,7 +22,7 @@ from mstar_ray.embedding.cached import CachedEmbedder, candidate_embedder  # noq
 from mstar_ray.embedding.minilm import MiniLMEmbedder  # noqa: E402
 from mstar_ray.llm.cache import SqliteCache  # noqa: E402
 from mstar_ray.llm.candidate_cache import CandidateBudget  # noqa: E402
-from mstar_ray.sandbox_host import Sandbox, SandboxLimits  # noqa: E402
+from mstar_ray.sandbox_host.process import Sandbox, SandboxLimits  # noqa: E402
 from tests.sandbox_support import FakeLLM, hostile_source  # noqa: E402
 
 QUESTION = "When did Caroline move to Lisbon after the support group meeting?"

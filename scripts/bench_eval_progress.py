@@ -24,12 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ray  # noqa: E402
 
-from mstar_ray.actors.evaluator import EvaluatorActor  # noqa: E402
+from mstar_ray.actors.evaluator_actor import EvaluatorActor  # noqa: E402
 from mstar_ray.actors.progress_board import ProgressReporter, start_progress_board  # noqa: E402
 from mstar_ray.actors.run_services import start_run_services  # noqa: E402
 from mstar_ray.llm.settings import LLMSettings  # noqa: E402
 from mstar_ray.results import EvalProgress  # noqa: E402
-from mstar_ray.sandbox_host import SandboxLimits  # noqa: E402
+from mstar_ray.sandbox_host.process import SandboxLimits  # noqa: E402
 from mstar_ray.search.jobs import EvalJob  # noqa: E402
 from mstar_ray.tasks.registry import load_task  # noqa: E402
 

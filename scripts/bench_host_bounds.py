@@ -21,7 +21,7 @@ def main() -> None:
     sys.path.insert(0, args.root)
     from mstar_ray import text as tx
     from mstar_ray.families.qa import offline as answer
-    from mstar_ray.sandbox_frames import ProtocolError, parse_frame
+    from mstar_ray.sandbox_host.frames import ProtocolError, parse_frame
 
     assert tx.__file__.startswith(args.root), f"measuring {tx.__file__}, not {args.root}"
     tokens = getattr(answer, "_span_tokens", None) or answer._SPAN_TOKEN_RE.findall

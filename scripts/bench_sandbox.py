@@ -53,7 +53,7 @@ def fmt(values: list[float]) -> str:
 
 def measure(n: int) -> dict:
     """n sandboxes of TRIVIAL through this process's fork server: start-to-ready and 20 write+read each."""
-    from mstar_ray.sandbox_host import Sandbox, shared_fork_server
+    from mstar_ray.sandbox_host.process import Sandbox, shared_fork_server
 
     started = time.monotonic()
     server = shared_fork_server()
@@ -84,13 +84,13 @@ def measure_checkout(checkout: Path, n: int) -> dict:
 
 
 def cold_starts(count: int) -> list[float]:
-    from mstar_ray.sandbox_fork_server import sandbox_environment
+    from mstar_ray.sandbox_host.fork_server import sandbox_environment
 
     cold = []
     for _ in range(count):
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-c", "import chromadb, numpy, sqlite3, sandbox.runner"],
-                       env=sandbox_environment(), check=True)
+                       env=sandbox_environment(str(ROOT)), check=True)  # a checkout holds sandbox/
         cold.append(time.perf_counter() - t0)
     return cold
 

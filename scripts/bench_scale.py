@@ -1,7 +1,7 @@
 """How the driver scales with the number of candidates, simulated rather than guessed.
 
 The real driver (``SearchDriver``: policy, structure index, incumbent, run directory and its fsync'ed logs,
-the live line, the confirmation, the test and the structural families at the end) runs a whole search on a
+the live line, the confirmation, the test and the structural clusters at the end) runs a whole search on a
 ``ray.cluster_utils.Cluster`` of several nodes on this machine; only its workers are stand-ins, given to it
 through its one injection point, the pool's actor factories (``SearchDriver(workers=...)``):
 
@@ -176,8 +176,9 @@ def one(candidates: int, evaluators: int, latency: float, nodes: int, run_dir: P
 
     from mstar_ray.driver.policy import SearchPolicy
     from mstar_ray.driver.progress import Progress, ProgressState
+    from mstar_ray.driver.recorder import RunRecorder
     from mstar_ray.driver.run_dir import RunDir
-    from mstar_ray.driver.search import SearchDriver
+    from mstar_ray.driver.search_driver import SearchDriver
     from mstar_ray.embedding.hashing import HashingEmbedder
     from mstar_ray.inspect.report import build_report
     from mstar_ray.inspect.status import status_text
@@ -195,7 +196,7 @@ def one(candidates: int, evaluators: int, latency: float, nodes: int, run_dir: P
     timers.wrap(SearchPolicy, "_reflection_request", "reflection requests")
     timers.wrap(LogWriter, "append", "logs (append + fsync)")
     timers.wrap(SearchState, "apply", "state transitions")
-    timers.wrap(SearchDriver, "_families", "structural families (end)")
+    timers.wrap(SearchDriver, "_population_map", "structural clusters (end)")
     timers.wrap(SearchDriver, "_side_evaluations", "confirmation and test (end)")
     loop = {}
     original_drive = SearchPolicy.drive
@@ -236,9 +237,9 @@ def one(candidates: int, evaluators: int, latency: float, nodes: int, run_dir: P
     sizes = {path.name: path.stat().st_size for path in run_dir.glob("*.arrows")}
     sizes["programs/"] = sum(p.stat().st_size for p in (run_dir / "programs").iterdir())
     measured = {"candidates": candidates, "evaluators": evaluators, "latency_s": latency,
-                "members": len(driver.policy.state.members), "evaluated": result.evaluated,
-                "reflections": driver.policy.state.iterations, "duplicates": driver.state.duplicates,
-                "discarded": result.discarded,
+                "members": len(driver.policy.state.members), "evaluated": driver.policy.state.evaluated,
+                "reflections": driver.policy.state.iterations, "duplicates": driver.policy.state.duplicates,
+                "discarded": driver.policy.state.discarded,
                 "wall_s": total_wall, "cpu_s": total_cpu, "loop_cpu_s": loop["cpu"], "loop_wall_s": loop["wall"],
                 "peak_rss_mb": peak, "rss_after_run_mb": rss_mb(), "log_bytes": sizes,
                 "parts_cpu_s": dict(timers.seconds), "parts_wall_s": dict(timers.wall), "parts_calls": dict(timers.calls)}
@@ -260,10 +261,10 @@ def one(candidates: int, evaluators: int, latency: float, nodes: int, run_dir: P
     # A resume reads the queued programs' sources back to re-learn their structure (not timed: a copy, so the
     # finished directory stays as the run left it).
     shutil.copytree(run_dir / "programs", resumed_dir.path / "programs", dirs_exist_ok=True)
-    policy = SearchPolicy(config, task, plan, resumed_dir, Progress(io.StringIO()), ProgressState(), evaluators=evaluators,
-                          llm_stop=lambda: None)
+    policy = SearchPolicy(config, task, plan, RunRecorder(resumed_dir, Progress(io.StringIO()), ProgressState()),
+                          evaluators=evaluators, llm_spent=lambda: None)
     started = time.process_time()
-    policy.start([seed.candidate() for seed in seeds], state)
+    policy.start([seed.candidate() for seed in seeds], state, resumed_dir.read_program)
     measured["resume_restore_s"] = time.process_time() - started
     resumed_dir.close()
     return measured

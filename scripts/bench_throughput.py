@@ -45,7 +45,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import ray  # noqa: E402
 
-from mstar_ray.actors.evaluator import EvaluatorActor  # noqa: E402
+from mstar_ray.actors.evaluator_actor import EvaluatorActor  # noqa: E402
 from mstar_ray.actors.run_services import start_run_services  # noqa: E402
 from mstar_ray.actors.wiring import RoleClients  # noqa: E402
 from mstar_ray.agent.evaluation import evaluate  # noqa: E402
@@ -56,7 +56,7 @@ from mstar_ray.families.step import Shown  # noqa: E402
 from mstar_ray.llm.endpoint import EndpointConfig  # noqa: E402
 from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings  # noqa: E402
 from mstar_ray.program_id import program_id  # noqa: E402
-from mstar_ray.sandbox_host import Sandbox, SandboxLimits  # noqa: E402
+from mstar_ray.sandbox_host.process import Sandbox, SandboxLimits  # noqa: E402
 from mstar_ray.search.jobs import EvalJob  # noqa: E402
 from mstar_ray.tasks.model import Task  # noqa: E402
 from mstar_ray.tasks.registry import load_task  # noqa: E402

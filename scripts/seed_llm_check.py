@@ -22,7 +22,7 @@ from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.llm.cache import SqliteCache
 from mstar_ray.llm.endpoint import EndpointConfig
 from mstar_ray.llm.settings import LLMSettings
-from mstar_ray.sandbox_host import SandboxLimits
+from mstar_ray.sandbox_host.process import SandboxLimits
 from mstar_ray.tasks.registry import load_task
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mstar_ray.sandbox_host import ForkServer, Outcome, Sandbox, SandboxLimits
+from mstar_ray.sandbox_host.process import ForkServer, Outcome, Sandbox, SandboxLimits
 from tests.conftest import HOSTILE, seed_source
 
 SECRET = "sk-test-mstar-planted-secret-0123456789"
@@ -150,7 +150,7 @@ class Watch:
         self.bystander.close()
 
     def server(self) -> ForkServer:
-        from mstar_ray.sandbox_host import shared_fork_server
+        from mstar_ray.sandbox_host.process import shared_fork_server
 
         return self.fork_server or shared_fork_server()
 

@@ -13,6 +13,7 @@ import yaml
 from mstar_ray.cli import main
 from mstar_ray.driver.ablate import TABLE, VARIANTS, RunScores, render, table, variant_config
 from mstar_ray.run_config import RunConfig, load_run_config
+from mstar_ray.search.parents import SeedsOnly
 from mstar_ray.search.population import Member, Population
 from mstar_ray.runlog.reader import read_table
 from tests.conftest import SEEDS
@@ -42,7 +43,9 @@ def test_best_of_n_reflects_only_on_seeds():
     population.add(member("s2", "seed", None, 0.2))
     population.add(member("c1", "reflection", "s2", 0.9))
     rng = random.Random(0)
-    assert {population.select_parent(rng, "seeds").id for _ in range(50)} == {"s1", "s2"}
+    rule = SeedsOnly()
+    assert {rule.choose(population, rng).id for _ in range(50)} == {"s1", "s2"}
+    assert {m.id for m in rule.donors(population)} == {"s1", "s2"}  # crossed over only with seeds
     assert RunConfig.model_validate({"search": {"parent_selection": "seeds"}}).search.parent_selection == "seeds"
 
 

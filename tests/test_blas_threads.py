@@ -35,10 +35,10 @@ def test_an_explicit_choice_is_kept() -> None:
 
 
 def test_sandboxes_always_get_one_thread(monkeypatch) -> None:
-    from mstar_ray.sandbox_fork_server import sandbox_environment
+    from mstar_ray.sandbox_host.fork_server import sandbox_environment
 
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "8")
-    env = sandbox_environment()
+    env = sandbox_environment("/nowhere")
     assert {name: env[name] for name in ONE_THREAD} == ONE_THREAD
 
 

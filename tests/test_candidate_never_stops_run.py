@@ -16,7 +16,7 @@ import yaml
 
 from mstar_ray.cli import main
 from mstar_ray.program_id import program_id
-from mstar_ray.sandbox_host import PROBE
+from mstar_ray.sandbox_host.process import PROBE
 from tests.scripted_server import ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[1]

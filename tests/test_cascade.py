@@ -60,14 +60,14 @@ def test_a_child_below_its_parents_slice_score_is_screened_out_and_the_others_ar
         assert {r.id for r in member.results} == {q.id for q in full.items}
         assert state.screen_scores[member.id] != pytest.approx(member.score)  # the slice is another measurement
     # the log: the screened-out row with its slice score and bar, the slice's results as their own split
-    policy.run_dir.close()
-    rows = {r.id: r for r in read_rows(policy.run_dir.path, "candidates")}
+    policy.observer.run_dir.close()
+    rows = {r.id: r for r in read_rows(policy.observer.run_dir.path, "candidates")}
     assert rows[out].status == "screened_out" and rows[out].static_score is None
     assert rows[out].screen_score == pytest.approx(state.screen_scores[out])
     bar = rows[out].screen_threshold
     assert bar is not None and rows[out].screen_score < bar
     assert all(rows[m.id].screen_score == pytest.approx(state.screen_scores[m.id]) for m in state.members)
-    results = read_rows(policy.run_dir.path, "results")
+    results = read_rows(policy.observer.run_dir.path, "results")
     assert {r.question_id for r in results if r.candidate == out} == set(split.screen)
     assert {r.split for r in results if r.candidate == out} == {"screen"}
     assert parent  # (the screened-out child had a parent to be compared with)
@@ -79,8 +79,8 @@ def test_replay_and_resume_know_who_was_screened(tmp_path: Path):
     policy.start(seeds, None)
     policy.drive(pool)
     policy.stopped()
-    policy.run_dir.close()
-    live, replayed = policy.state, restore(policy.run_dir.path)
+    policy.observer.run_dir.close()
+    live, replayed = policy.state, restore(policy.observer.run_dir.path)
     assert replayed.screen_scores == live.screen_scores and replayed.screened_out == live.screened_out == 1
     assert [(m.id, m.score) for m in replayed.members] == [(m.id, m.score) for m in live.members]
     assert {k: v for k, v in replayed.child_notes.items() if v} == {k: v for k, v in live.child_notes.items() if v}
@@ -93,12 +93,12 @@ def test_a_program_that_passed_its_screening_resumes_at_its_full_evaluation(tmp_
     # stop the "process" with the first child screened and passed, its full evaluation not yet done
     run_until(policy, pool, lambda: any(c.origin != "seed" and c.id in policy.state.screen_scores
                                         for c in policy.state.pending.values()))
-    policy.run_dir.close()
-    state = restore(policy.run_dir.path)
+    policy.observer.run_dir.close()
+    state = restore(policy.observer.run_dir.path)
     child = next(c for c in state.queue if c.origin != "seed")
     assert child.id in state.screen_scores
     resumed, _ = cascaded(tmp_path)
-    resumed.start(seeds, state)
+    resumed.start(seeds, state, resumed.observer.run_dir.read_program)
     second = InProcessPool(evaluators=1, reflectors=1, score_of=uneven)
     resumed.drive(second)
     assert (second.jobs[0].candidate_id, second.jobs[0].purpose) == (child.id, "search")  # not screened again

@@ -34,11 +34,11 @@ def slow_program(iterations: int) -> str:
 def test_a_busy_evaluator_reports_its_progress_through_the_board(tmp_path):
     import ray
 
-    from mstar_ray.actors.evaluator import EvaluatorActor
+    from mstar_ray.actors.evaluator_actor import EvaluatorActor
     from mstar_ray.actors.progress_board import start_progress_board
     from mstar_ray.actors.run_services import start_run_services
     from mstar_ray.llm.settings import LLMSettings
-    from mstar_ray.sandbox_host import SandboxLimits
+    from mstar_ray.sandbox_host.process import SandboxLimits
     from mstar_ray.search.jobs import EvalJob
     from mstar_ray.tasks.registry import load_task
 

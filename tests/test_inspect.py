@@ -75,21 +75,21 @@ def test_report_is_one_self_contained_html_file(finished_run, tmp_path):
     assert page.count("data:image/png;base64,") == 7 and "diff from its seed" in page
     assert "Where the failures went wrong: storage, retrieval or answering" in page
     assert "src=\"http" not in page and "<script" not in page
-    assert "Structural families" in page and "<th>medoid</th>" in page
+    assert "Structural clusters" in page and "<th>medoid</th>" in page
     # the Pareto front: its members with their per-category static means and weights
     assert "Pareto front" in page and "programs on the front over every static question" in page
     assert "<th>best on</th>" in page
 
 
-def test_the_run_stores_its_structural_families_and_the_report_recomputes_them_without(finished_run, tmp_path):
+def test_the_run_stores_its_structural_clusters_and_the_report_recomputes_them_without(finished_run, tmp_path):
     import json
     import shutil
 
-    from mstar_ray.inspect.report import _families
+    from mstar_ray.inspect.report import _population_map
     from mstar_ray.runlog.reader import read_rows
-    from mstar_ray.structure.families import Families
+    from mstar_ray.structure.population_map import PopulationMap
 
-    stored = Families.model_validate_json((finished_run / "structure.json").read_text())
+    stored = PopulationMap.model_validate_json((finished_run / "structure.json").read_text())
     evaluated = [r.id for r in read_rows(finished_run, "candidates") if r.status == "evaluated"]
     assert sorted(stored.ids) == sorted(evaluated) and len(stored.labels) == len(stored.coords) == len(evaluated)
     assert set(stored.medoids) <= set(stored.ids) and 0 < stored.mean_distance <= 1
@@ -100,7 +100,7 @@ def test_the_run_stores_its_structural_families_and_the_report_recomputes_them_w
     (copy / "structure.json").unlink()
     from mstar_ray.state.replay import restore
 
-    recomputed = _families(copy, restore(copy).members)
+    recomputed = _population_map(copy, restore(copy).members)
     assert recomputed.ids == stored.ids and recomputed.labels == stored.labels
     assert max(abs(a - b) for p, q in zip(recomputed.coords, stored.coords) for a, b in zip(p, q)) < 1e-9
 

@@ -6,6 +6,7 @@ install, and the install is left as it was (numba's compiled loops go to the use
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,10 +20,15 @@ from tests.conftest import ROOT
 @pytest.fixture(scope="module")
 def install(tmp_path_factory) -> Path:
     """``pip install --no-deps --target 'DIR with spaces/site' CHECKOUT`` (the dependencies are the test
-    interpreter's own); the package is built from the checkout like any sdist."""
-    site = tmp_path_factory.mktemp("install") / "a folder with spaces" / "site"
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(ROOT)],
-                          capture_output=True, text=True, timeout=600)
+    interpreter's own); the package is built from a copy of the checkout like any sdist: setuptools packs
+    whatever an earlier build left in the checkout's ``build/`` into the wheel too (a bare ``sandbox`` from
+    before it moved), which no user's first install has."""
+    base = tmp_path_factory.mktemp("install")
+    checkout, site = base / "checkout", base / "a folder with spaces" / "site"
+    shutil.copytree(ROOT, checkout, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".mypy_cache", ".pytest_cache", "runs", "site"))
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
+                           str(checkout)], capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         pytest.fail(f"`pip install .` failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}", pytrace=False)
     return site
@@ -45,10 +51,34 @@ def _files(folder: Path) -> set[Path]:
 
 def test_the_installed_package_is_the_one_imported(install, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(install)}
-    done = subprocess.run([sys.executable, "-c", "import mstar_ray, sandbox; print(mstar_ray.__file__); "
-                           "print(sandbox.__file__)"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", "import mstar_ray, mstar_ray.sandbox.wire as w; "
+                           "print(mstar_ray.__file__); print(w.__file__)"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True)
     assert done.returncode == 0, done.stderr
     assert all(line.startswith(str(install)) for line in done.stdout.splitlines()), done.stdout
+    # the in-sandbox half is a copy inside the package, never a link back to the checkout
+    copied = install / "mstar_ray" / "sandbox"
+    assert (copied / "wire.py").is_file() and not copied.is_symlink()
+
+
+def test_no_bare_sandbox_package_is_installed(install):
+    """The in-sandbox half goes in as ``mstar_ray.sandbox`` only: a top-level ``sandbox`` would shadow (or be
+    shadowed by) any other distribution's module of that name in the user's site-packages."""
+    top_level = {p.name for p in install.iterdir() if not p.name.endswith(".dist-info") and p.name != "bin"}
+    assert top_level == {"mstar_ray"}
+
+
+def test_an_unjailed_sandbox_starts_from_the_install(install, tmp_path):
+    """Without the jail the fork server's code folder links to the installed package (its parent, ``mstar_ray/``,
+    is never on the sandbox's path)."""
+    probe = ("from mstar_ray.sandbox_host.fork_server import ForkServer\n"
+             "server = ForkServer(test_disable=frozenset({'jail'}))\n"
+             "print(server.alive, server.missing.get('jail'))\n"
+             "server.close()\n")
+    env = {**os.environ, "PYTHONPATH": str(install)}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.split()[0] == "True", done.stdout + done.stderr[-3000:]
 
 
 def test_a_search_runs_from_an_install_in_a_path_with_spaces(install, tmp_path):

@@ -40,7 +40,7 @@ def test_a_member_alone_best_on_a_hard_question_is_a_parent_however_low_its_mean
                      member("beaten", [0.0, 0.5, 0.5, 0.5]))
     parents = ParetoParents(list(ITEMS))
     assert front_ids(parents, pop) == {"mean": 3, "tail": 1}  # "beaten" is dominated by "mean"
-    picks = collections.Counter(parents.select(pop, random.Random(i)).id for i in range(4000))
+    picks = collections.Counter(parents.choose(pop, random.Random(i)).id for i in range(4000))
     assert set(picks) == {"mean", "tail"}
     assert picks["mean"] / picks["tail"] == pytest.approx(3.0, rel=0.15)  # weighted by the questions each is best on
 

@@ -15,6 +15,7 @@ import pytest
 
 from mstar_ray.driver.policy import MAX_CRASHES_PER_CANDIDATE, SearchPolicy
 from mstar_ray.driver.progress import Progress, ProgressState
+from mstar_ray.driver.recorder import RunRecorder
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.program_id import program_id
@@ -107,8 +108,8 @@ def make_policy(tmp_path: Path, *, evaluators: int = 1, reflectors: int = 1, max
                      screen_size=config.search.cascade.slice_size if config.search.cascade else 0)
     run_dir = RunDir(tmp_path / "run")
     run_dir.write_split(plan.split)
-    policy = SearchPolicy(config, task, plan, run_dir, Progress(io.StringIO()), ProgressState(),
-                          evaluators=evaluators, llm_stop=lambda: None)
+    policy = SearchPolicy(config, task, plan, RunRecorder(run_dir, Progress(io.StringIO()), ProgressState()),
+                          evaluators=evaluators, llm_spent=lambda: None)
     candidates = [Seed(name, (SEEDS / f"{name}.py").read_text()).candidate() for name in seeds]
     return policy, candidates
 
@@ -196,8 +197,8 @@ def test_a_duplicate_of_a_program_still_being_evaluated_gets_its_score_when_that
     note = policy.state.child_notes[child.parent][-1]
     assert note.score == scored and note.delta == pytest.approx(scored - seed_score)
     policy.stopped()
-    policy.run_dir.close()
-    replayed = restore(policy.run_dir.path).child_notes[child.parent][-1]  # a resume hears the same
+    policy.observer.run_dir.close()
+    replayed = restore(policy.observer.run_dir.path).child_notes[child.parent][-1]  # a resume hears the same
     assert (replayed.score, replayed.delta) == (note.score, note.delta)
 
 
@@ -215,8 +216,8 @@ def test_replaying_the_logs_gives_back_the_state_the_live_search_built(tmp_path:
     policy.start(seeds, None)
     policy.drive(InProcessPool(evaluators=2, reflectors=2))
     policy.stopped()
-    policy.run_dir.close()
-    live, replayed = policy.state, restore(policy.run_dir.path)
+    policy.observer.run_dir.close()
+    live, replayed = policy.state, restore(policy.observer.run_dir.path)
     assert [(m.id, m.score, m.parent) for m in replayed.members] == [(m.id, m.score, m.parent) for m in live.members]
     assert {k: v for k, v in replayed.child_notes.items() if v} == {k: v for k, v in live.child_notes.items() if v}
     for name in ("seen", "pending", "open_reflections", "iterations", "evaluated", "discarded", "violations",
@@ -234,11 +235,11 @@ def test_a_resume_reissues_what_was_in_flight_and_never_evaluates_a_scored_candi
             pool.submit(work)
         for done in pool.next_finished(0):
             policy.accept(done)
-    policy.run_dir.close()
-    state = restore(policy.run_dir.path)
+    policy.observer.run_dir.close()
+    state = restore(policy.observer.run_dir.path)
     assert [c.origin for c in state.queue] == ["reflection"] and state.queue[0].source
     resumed, _ = make_policy(tmp_path, max_candidates=3)
-    resumed.start(seeds, state)
+    resumed.start(seeds, state, resumed.observer.run_dir.read_program)
     second = InProcessPool(evaluators=1, reflectors=1)
     resumed.drive(second)
     evaluated = collections.Counter(m.id for m in resumed.state.members)
@@ -293,9 +294,9 @@ def test_a_resume_after_a_violation_dedups_its_structure_as_the_live_run_did(tmp
             pool.submit(work)
         for done in pool.next_finished(0):
             killed.accept(done)
-    killed.run_dir.close()
+    killed.observer.run_dir.close()
     resumed, _ = make_policy(tmp_path / "killed", max_candidates=6)
-    resumed.start(seeds, restore(resumed.run_dir.path))
+    resumed.start(seeds, restore(resumed.observer.run_dir.path), resumed.observer.run_dir.read_program)
     again = ViolationPool()
     again.made = pool.made  # the stand-in reflector's memory of what it wrote (a model would just write it)
     resumed.drive(again)
@@ -305,7 +306,7 @@ def test_a_resume_after_a_violation_dedups_its_structure_as_the_live_run_did(tmp
 @pytest.mark.parametrize("spent", ["budget spent: $0.0100 of $0.01"])
 def test_a_spent_llm_budget_stops_new_reflections_and_is_the_stop_reason(tmp_path: Path, spent: str):
     policy, seeds = make_policy(tmp_path, max_candidates=10)
-    policy.llm_stop = lambda: spent if len(policy.state.members) >= 3 else None
+    policy.budget.llm_spent = lambda: spent if len(policy.state.members) >= 3 else None
     policy.start(seeds, None)
     policy.drive(InProcessPool(evaluators=1, reflectors=1))
     assert len(policy.state.members) == 3
@@ -320,7 +321,7 @@ def test_pareto_parents_come_from_the_front(tmp_path: Path):
 
     def recorded(iteration):
         request = original(iteration)
-        front = {entry.member.id for entry in policy.pareto.front(policy.state.population)}
+        front = {entry.member.id for entry in policy.parents.front(policy.state.population)}
         parents.append((request.parent_id, front))
         return request
 
@@ -345,3 +346,19 @@ def test_the_duplicate_message_names_the_parent_and_the_original_once():
     other = same.model_copy(update={"id": "fedcba9876543210"})
     text = duplicate_message(other, "b7e114297e391ec1", "structurally identical")
     assert "fedcba9876543210" in text and "b7e114297e391ec1" in text and "structurally identical" in text
+
+
+def test_what_stops_a_run_is_one_class_of_error():
+    """The infrastructure's errors share one base class, which the policy's rule asks for; a spent budget stops
+    the run its own way, and anything else a worker raises is its candidate's failure."""
+    from mstar_ray.driver.policy import infrastructure_failure
+    from mstar_ray.envs.base import EnvUnavailable
+    from mstar_ray.exit_codes import InfrastructureError
+    from mstar_ray.llm.errors import BudgetExceeded, EndpointError, RequestRefused
+    from mstar_ray.sandbox_host.jail import SandboxStartError, SandboxUnavailable
+
+    for error in (EndpointError("gone"), RequestRefused("refused", 401), SandboxStartError("no fork server"),
+                  SandboxUnavailable({"seccomp": "not here"}), EnvUnavailable("no Java")):
+        assert isinstance(error, InfrastructureError) and infrastructure_failure(error), error
+    for error in (BudgetExceeded("spent"), ValueError("a bad program"), RuntimeError("a bug"), MemoryError()):
+        assert not infrastructure_failure(error), error

@@ -1,4 +1,4 @@
-"""Parent selection (softmax with temperature; the greedy and chain ablations) and lineage."""
+"""Parent selection (softmax with temperature; the greedy and chain ablations: ``search.parents``) and lineage."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from mstar_ray.search.population import Member, Population, softmax_weights
+from mstar_ray.search.parents import Chain, Greedy, Softmax, parent_rule, softmax_weights
+from mstar_ray.search.population import Member, Population
 
 
 def member(id_: str, score: float, parent: str | None = None) -> Member:
@@ -32,19 +33,26 @@ def test_softmax_weights_follow_the_formula():
 def test_softmax_prefers_better_parents_and_tau_sharpens(population):
     def share_of_best(tau: float) -> float:
         rng = random.Random(0)
-        picks = [population.select_parent(rng, "softmax", tau).id for _ in range(4000)]
+        picks = [Softmax(tau).choose(population, rng).id for _ in range(4000)]
         return (picks.count("b") + picks.count("c")) / len(picks)
 
     assert share_of_best(0.05) > share_of_best(0.15) > share_of_best(1.0) > 0.5
 
 
 def test_greedy_takes_the_best_and_the_earlier_of_a_tie(population):
-    assert population.select_parent(random.Random(0), "greedy").id == "b"
+    assert Greedy().choose(population, random.Random(0)).id == "b"
     assert population.best().id == "b"
 
 
 def test_chain_takes_the_newest(population):
-    assert population.select_parent(random.Random(0), "chain").id == "d"
+    assert Chain().choose(population, random.Random(0)).id == "d"
+
+
+def test_every_rule_but_best_of_n_lends_from_the_whole_population(population):
+    for selection in ("softmax", "greedy", "chain", "pareto"):
+        rule = parent_rule(selection, tau=0.15, static_ids=["q"])
+        assert rule.donors(population) == population.members
+    assert [m.id for m in parent_rule("seeds", tau=0.15, static_ids=["q"]).donors(population)] == ["a"]
 
 
 def test_ancestors_run_from_the_seed_down(population):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from mstar_ray.driver.policy import SearchPolicy
 from mstar_ray.driver.progress import Progress, ProgressState
+from mstar_ray.driver.recorder import RunRecorder
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.reflect.edit_formats import EDIT_FORMATS
@@ -36,8 +37,8 @@ def policy_and_plan(tmp_path: Path) -> tuple[SearchPolicy, SplitPlan]:
                      rotating_size=3, train_ratio=2.0, seed=0, confirmation_size=3)
     run_dir = RunDir(tmp_path / "run")
     run_dir.write_split(plan.split)
-    policy = SearchPolicy(config, task, plan, run_dir, Progress(io.StringIO()), ProgressState(),
-                          evaluators=1, llm_stop=lambda: None)
+    policy = SearchPolicy(config, task, plan, RunRecorder(run_dir, Progress(io.StringIO()), ProgressState()),
+                          evaluators=1, llm_spent=lambda: None)
     return policy, plan
 
 
@@ -54,7 +55,7 @@ def test_no_case_and_no_prompt_holds_a_scoring_questions_answer(tmp_path: Path):
     policy.start(seeds, None)
     policy.drive(pool)
     assert any(set(job.static_ids) for job in pool.jobs)  # the parents' results do hold the static answers
-    items = {item.id: item for item in policy.task.items}
+    items = {item.id: item for item in policy.jobs.task.items}
     shown_questions = {items[q].question for q in items if q not in hidden}
     shown_answers = {items[q].answer for q in items if q not in hidden}
     secret = [items[q] for q in hidden]

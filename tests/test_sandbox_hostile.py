@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mstar_ray.sandbox_host import SandboxLimits
+from mstar_ray.sandbox_host.process import SandboxLimits
 from tests.sandbox_support import SECRET, WRITE, Victim, Watch, read
 
 

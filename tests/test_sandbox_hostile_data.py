@@ -1,4 +1,4 @@
-"""Every value that crosses from a sandbox is validated at one boundary (``sandbox_frames``) before the host
+"""Every value that crosses from a sandbox is validated at one boundary (``sandbox_host.frames``) before the host
 uses it: a string no encoder takes, on any route, is that candidate's ``protocol`` violation and never reaches the
 embedder, the toolkit LLM or the outcome; and the host's own handling of a frame is linear and inside the call's
 deadline, at the largest frame the channel carries."""
@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from mstar_ray.sandbox_frames import ProtocolError, parse_frame
-from mstar_ray.sandbox_host import SandboxLimits
-from sandbox import wire
+from mstar_ray.sandbox_host.frames import ProtocolError, parse_frame
+from mstar_ray.sandbox_host.process import SandboxLimits
+from mstar_ray.sandbox import wire
 from tests.sandbox_support import FakeEmbed, FakeLLM, Victim, Watch, read
 
 ROUTES = ["embed", "llm", "value", "low_surrogate", "logs", "message", "traceback", "violation", "key"]

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from mstar_ray import sandbox_jail
-from mstar_ray.sandbox_fork_server import namespaces_of, proc_status
-from mstar_ray.sandbox_host import ForkServer, Sandbox, SandboxLimits, SandboxUnavailable
-from sandbox import seccomp
-from sandbox.syscalls import NUMBERS
+from mstar_ray.sandbox_host import jail
+from mstar_ray.sandbox_host.fork_server import namespaces_of, proc_status
+from mstar_ray.sandbox_host.process import ForkServer, Sandbox, SandboxLimits, SandboxUnavailable
+from mstar_ray.sandbox import seccomp
+from mstar_ray.sandbox.syscalls import NUMBERS
 from tests.conftest import ROOT
 from tests.sandbox_support import CANARY, hostile_source
 
@@ -33,8 +33,8 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux kernel la
 PROBE = textwrap.dedent(
     """
     import errno, json, os, socket, sys  # noqa: E401
-    from sandbox import guard, namespaces, oslayers, seccomp
-    from sandbox.libc import libc
+    from mstar_ray.sandbox import guard, namespaces, oslayers, seccomp
+    from mstar_ray.sandbox.libc import libc
     workdir, outside, port, host_pid, attempts = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
     namespaces.enter()
     child = os.fork()
@@ -199,7 +199,7 @@ def server():
 
 
 def test_the_fork_server_is_jailed_as_seen_from_outside(server):
-    if sandbox_jail.find_bwrap() is None:
+    if jail.find_bwrap() is None:
         pytest.skip("no bwrap here: the jail layer is reported missing instead (tested below)")
     assert server.jail.startswith("jail(bwrap") and "jail" not in server.missing
     status = proc_status(server.zygote.pid)
@@ -258,7 +258,7 @@ def test_a_missing_required_layer_refuses_to_run_and_says_how_to_fix_it():
 
 
 def test_without_bwrap_the_jail_is_missing_and_named(monkeypatch):
-    monkeypatch.setattr(sandbox_jail, "find_bwrap", lambda: None)
+    monkeypatch.setattr(jail, "find_bwrap", lambda: None)
     server = ForkServer()
     try:
         assert "no bwrap" in server.missing["jail"] and not server.jail
@@ -272,7 +272,7 @@ def test_without_bwrap_the_jail_is_missing_and_named(monkeypatch):
 HOST = textwrap.dedent(
     """
     import sys
-    from mstar_ray.sandbox_host import Sandbox, SandboxLimits, shared_fork_server
+    from mstar_ray.sandbox_host.process import Sandbox, SandboxLimits, shared_fork_server
     sandbox = Sandbox(open(sys.argv[1]).read(), limits=SandboxLimits(call_timeout_s=300))
     assert sandbox.start().ok
     sandbox.write({"text": "once"}, "x")
@@ -304,11 +304,11 @@ def test_killing_the_host_kills_everything_inside(tmp_path: Path):
 
 
 def test_the_sandbox_command_reports_layers_and_refuses_a_missing_one(monkeypatch, capsys):
-    from mstar_ray import sandbox_fork_server
+    from mstar_ray.sandbox_host import fork_server
     from mstar_ray.cli import main
 
     server = ForkServer(test_disable=frozenset({"landlock"}))
-    monkeypatch.setattr(sandbox_fork_server, "_shared", server)
+    monkeypatch.setattr(fork_server, "_shared", server)
     try:
         assert main(["sandbox"]) == 3
         error = capsys.readouterr().err

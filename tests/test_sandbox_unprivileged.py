@@ -14,7 +14,7 @@ import tempfile
 import pytest
 import yaml
 
-from mstar_ray import sandbox_jail
+from mstar_ray.sandbox_host import jail
 from tests.conftest import ROOT
 
 SUITES = ("tests/test_sandbox_hostile.py", "tests/test_sandbox_host.py", "tests/test_sandbox_layers.py")
@@ -32,12 +32,12 @@ def _as_nobody_with_a_home(run) -> None:
     folders are root's alone); skips (or in CI fails) where the unprivileged pass cannot run."""
     if os.geteuid() != 0:
         pytest.skip("this run is unprivileged already: the suites and commands ran as this user")
-    bwrap = sandbox_jail.find_bwrap()
+    bwrap = jail.find_bwrap()
     if bwrap is None:
         _cannot("no bwrap to build the unprivileged user's view with")
     home = tempfile.mkdtemp(prefix="mstar-nobody-")
     try:
-        os.chown(home, sandbox_jail.JAIL_UID, sandbox_jail.JAIL_GID)
+        os.chown(home, jail.JAIL_UID, jail.JAIL_GID)
         run(bwrap, home)
     finally:
         shutil.rmtree(home, ignore_errors=True)
@@ -47,14 +47,14 @@ def test_the_sandbox_suites_pass_as_an_unprivileged_user():
     _as_nobody_with_a_home(_sandbox_suites)
 
 
-def _sandbox_suites(bwrap: sandbox_jail.Bwrap, home: str) -> None:
+def _sandbox_suites(bwrap: jail.Bwrap, home: str) -> None:
     basetemp = os.path.join(home, "pytest")
     done = _nobody(bwrap, home, [sys.executable, "-m", "pytest", *SUITES, "-q", "-p", "no:cacheprovider", "-n", "0",
                                  "-m", "not slow", f"--basetemp={basetemp}"])
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     assert done.returncode == 0 and " passed" in summary and "failed" not in summary, \
-        f"as uid {sandbox_jail.JAIL_UID}: {summary}\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
-    print(f"as uid {sandbox_jail.JAIL_UID}: {summary}")
+        f"as uid {jail.JAIL_UID}: {summary}\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
+    print(f"as uid {jail.JAIL_UID}: {summary}")
 
 
 def test_a_search_runs_and_is_inspected_as_an_unprivileged_user():
@@ -64,7 +64,7 @@ def test_a_search_runs_and_is_inspected_as_an_unprivileged_user():
     _as_nobody_with_a_home(_search)
 
 
-def _search(bwrap: sandbox_jail.Bwrap, home: str) -> None:
+def _search(bwrap: jail.Bwrap, home: str) -> None:
     from scripts.fault_resume import config
 
     settings = config(2)
@@ -72,25 +72,25 @@ def _search(bwrap: sandbox_jail.Bwrap, home: str) -> None:
     path = os.path.join(home, "run.yaml")
     with open(path, "w") as file:
         yaml.safe_dump(settings, file)
-    os.chown(path, sandbox_jail.JAIL_UID, sandbox_jail.JAIL_GID)
+    os.chown(path, jail.JAIL_UID, jail.JAIL_GID)
     run_dir, best = os.path.join(home, "run"), os.path.join(home, "best.py")
     cli = [sys.executable, "-m", "mstar_ray.cli"]
     done = _nobody(bwrap, home, [*cli, "run", path, "--run-dir", run_dir])
-    assert done.returncode == 0, f"as uid {sandbox_jail.JAIL_UID}:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+    assert done.returncode == 0, f"as uid {jail.JAIL_UID}:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
     assert "WARNING" not in done.stderr, done.stderr  # no start-up warning a user cannot act on
     status = _nobody(bwrap, home, [*cli, "status", run_dir])
     assert status.returncode == 0 and "best" in status.stdout, status.stderr[-3000:]
     export = _nobody(bwrap, home, [*cli, "export", run_dir, "--best", best])
     assert export.returncode == 0 and os.path.getsize(best) > 0, export.stderr[-3000:]
-    assert os.stat(run_dir).st_uid == sandbox_jail.JAIL_UID  # written by that user, nothing as root
+    assert os.stat(run_dir).st_uid == jail.JAIL_UID  # written by that user, nothing as root
 
 
-def _nobody(bwrap: sandbox_jail.Bwrap, home: str, command: list[str]) -> subprocess.CompletedProcess:
+def _nobody(bwrap: jail.Bwrap, home: str, command: list[str]) -> subprocess.CompletedProcess:
     """``command`` as nobody (uid and gid 65534, no groups, no capabilities), in a view where nobody reaches
     the checkout, the interpreter and bwrap, with ``home`` as its home directory."""
-    paths = [*sandbox_jail.read_only_paths(), str(ROOT), sys.executable, bwrap.path]
+    paths = [*jail.read_only_paths(), str(ROOT), sys.executable, bwrap.path]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "PYTHONDONTWRITEBYTECODE": "1",
            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "CI": os.environ.get("CI", "")}
-    return subprocess.run(sandbox_jail.as_nobody(bwrap, paths, command), cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run(jail.as_nobody(bwrap, paths, command), cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=1800)

@@ -40,14 +40,21 @@ def discards(run_dir: Path) -> list[dict]:
 
 def test_a_small_search_runs_end_to_end(tmp_path, capsys, monkeypatch):
     from mstar_ray.actors.pool import WorkerPool
-    from mstar_ray.actors.run_services import RemoteGateway
+    from mstar_ray.actors.run_services import Remote
 
     asked = {"snapshots": 0, "turns": 0}
-    for cls, name, count in ((RemoteGateway, "snapshot", "snapshots"), (WorkerPool, "next_finished", "turns")):
-        def counted(self, *args, _original=getattr(cls, name), _count=count):
-            asked[_count] += 1
-            return _original(self, *args)
-        monkeypatch.setattr(cls, name, counted)
+    remote_call, next_finished = Remote.call, WorkerPool.next_finished
+
+    def call(self, method, *args):
+        asked["snapshots"] += method == "snapshot"
+        return remote_call(self, method, *args)
+
+    def turn(self, *args):
+        asked["turns"] += 1
+        return next_finished(self, *args)
+
+    monkeypatch.setattr(Remote, "call", call)
+    monkeypatch.setattr(WorkerPool, "next_finished", turn)
     run_dir = tmp_path / "run"
     assert main(["run", write_config(tmp_path), "--run-dir", str(run_dir)]) == 0
     # one snapshot of the gateway per turn of the loop (and one before it, one at the end), not one for the live
@@ -152,10 +159,10 @@ def _busy():
 def test_an_evaluator_killed_mid_evaluation_is_restarted_and_its_work_reissued(tmp_path):
     import ray
 
-    from mstar_ray.actors.evaluator import EvaluatorActor
+    from mstar_ray.actors.evaluator_actor import EvaluatorActor
     from mstar_ray.actors.run_services import start_run_services
     from mstar_ray.llm.settings import LLMSettings
-    from mstar_ray.sandbox_host import SandboxLimits
+    from mstar_ray.sandbox_host.process import SandboxLimits
     from mstar_ray.search.jobs import EvalJob
     from mstar_ray.tasks.registry import load_task
 

@@ -73,25 +73,25 @@ def test_on_mutated_programs_it_is_exact_and_spares_most_distances(programs):
 def test_a_population_beyond_the_map_limit_is_mapped_by_a_sample_of_its_best_and_the_rest(programs, monkeypatch):
     from types import SimpleNamespace
 
-    from mstar_ray.structure import families as families_module
+    from mstar_ray.structure import population_map
 
     index = StructureIndex("names")
     members = [SimpleNamespace(id=f"p{i}", score=(i * 37 % 60) / 60) for i in range(len(programs))]
     for member, source in zip(members, programs):
         index.learn(member.id, source)
-    monkeypatch.setattr(families_module, "MAX_MAPPED", 20)
+    monkeypatch.setattr(population_map, "MAX_MAPPED", 20)
     seen: list[int] = []
 
     def matrix(trees):
         seen.append(len(trees))
-        return families_module.pairwise(trees)
+        return population_map.pairwise(trees)
 
-    found = families_module.population_families(members, index, seed=0, matrix=matrix)
+    found = population_map.map_population(members, index, seed=0, matrix=matrix)
     assert seen == [20] and len(found.ids) == 20 and found.programs == len(programs)
     best = sorted(members, key=lambda m: -m.score)[:10]
     assert {m.id for m in best} <= set(found.ids)
     assert found.ids == [m.id for m in members if m.id in set(found.ids)]  # in population order
-    again = families_module.population_families(members, index, seed=0, matrix=matrix)
+    again = population_map.map_population(members, index, seed=0, matrix=matrix)
     assert again.ids == found.ids  # the draw is seeded
-    monkeypatch.setattr(families_module, "MAX_MAPPED", 200)
-    assert len(families_module.population_families(members, index, seed=0).ids) == len(programs)
+    monkeypatch.setattr(population_map, "MAX_MAPPED", 200)
+    assert len(population_map.map_population(members, index, seed=0).ids) == len(programs)

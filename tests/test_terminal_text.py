@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from mstar_ray.driver.progress import Progress, ProgressState
+from mstar_ray.state.search_state import SearchState
 from mstar_ray.terminal import printable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,8 +61,8 @@ def test_the_live_line_and_its_messages_escape_candidate_text():
     for stream in (Terminal(), io.StringIO()):
         progress = Progress(stream, interval_s=0.0)
         progress.message(f"c0ffee broke the contract during read: [recursion] {payload}\nsecond line")
-        progress.update(ProgressState(phase=payload), force=True)
-        progress.close(ProgressState(phase=payload))
+        progress.update(ProgressState(phase=payload), SearchState(), force=True)
+        progress.close(ProgressState(phase=payload), SearchState())
         # Only the progress line's own redraw (\r ESC[2K) may be raw.
         shown = stream.getvalue().replace("\r\x1b[2K", "")
         assert raw_controls(shown) == [], stream

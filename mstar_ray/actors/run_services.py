@@ -1,9 +1,11 @@
 """The run's shared services on a Ray cluster: one cache and one gateway (limits, ledger, budget) for all
 workers, pinned to the driver's node, where the run directory lives.
 
-The cache is a threaded actor holding a thread-safe ``SqliteCache``, the gateway an asyncio actor holding the
-``Governor`` (it holds callers waiting for a slot without a thread each); they ask for no CPU so they never take a slot an evaluator could use. Workers talk to them through ``RemoteCache`` and
-``RemoteGateway``, which implement the same interfaces as the local objects.
+Each service is its own object made an actor, its methods written once: the cache is the thread-safe
+``SqliteCache`` as a threaded actor, the gateway the ``Governor`` as an asyncio actor (``WaitingGovernor``: it
+holds callers waiting for a slot without a thread each). They ask for no CPU, so they never take a slot an
+evaluator could use. Workers reach either through ``Remote``, one proxy that sends any method call to the named
+actor and waits for its answer, so it answers the same calls as the object (``CacheStore``, ``Gateway``).
 
 Both are named actors, and the evaluator and reflector actors are given their names, not handles: an
 actor handle among an actor's constructor arguments is held in the object store for its restarts, which
@@ -13,157 +15,92 @@ Ray warns about on every run (and which a lost object would break); a name is lo
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from mstar_ray.llm.cache import Reservation, SqliteCache
-from mstar_ray.llm.governor import Admission, Governor, UsageSnapshot
-from mstar_ray.llm.ledger import RoleUsage
+from mstar_ray.llm.cache import SqliteCache
+from mstar_ray.llm.governor import Admission, Governor, governed_by
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.llm.usage import CallLog
 from mstar_ray.runlog import layout
 
-# Concurrent calls an actor serves; waits happen in the callers, so calls are short.
+# Concurrent calls the cache serves; waits happen in the callers, so calls are short.
 SERVICE_THREADS = 32
-
-
-@ray.remote(num_cpus=0, max_concurrency=SERVICE_THREADS)
-class CacheActor:
-    def __init__(self, path: str):
-        self.store = SqliteCache(path)
-
-    def get_many(self, keys: list[str]) -> dict[str, bytes]:
-        return self.store.get_many(keys)
-
-    def put_many(self, items: dict[str, bytes]) -> None:
-        self.store.put_many(items)
-
-    def reserve(self, key: str, ttl_s: float) -> Reservation:
-        return self.store.reserve(key, ttl_s)
-
-    def abandon(self, key: str) -> None:
-        self.store.abandon(key)
-
-    def size(self) -> int:
-        return len(self.store)
-
-
-# Callers an admission may hold at once (the gateway is an asyncio actor: a held caller costs a coroutine, not
-# a thread): every request the run's evaluators and reflectors can have waiting.
+# Callers the gateway may hold at once (an asyncio actor: a held caller costs a coroutine, not a thread): every
+# request the run's evaluators and reflectors can have waiting.
 GATEWAY_CALLERS = 4096
 
+CacheActor = ray.remote(num_cpus=0, max_concurrency=SERVICE_THREADS)(SqliteCache)
 
-@ray.remote(num_cpus=0, max_concurrency=GATEWAY_CALLERS)
-class GatewayActor:
-    """The ``Governor`` of the run. Its methods run one at a time on the actor's event loop (each is a few
-    dictionary operations); ``admit_waiting`` holds a caller whose endpoint is busy until a request in flight
-    ends, so the run's slots are handed out as they free, across every node, with no polling."""
+
+class WaitingGovernor(Governor):
+    """The run's ``Governor`` as the gateway actor runs it: its methods one at a time on the actor's event loop
+    (each is a few dictionary operations), and ``admit_waiting`` holding a caller whose endpoint is busy until a
+    request in flight ends, so the run's slots are handed out as they free, across every node, with no polling."""
 
     def __init__(self, settings: LLMSettings):
-        self.governor = Governor.for_settings(settings)
-        self._freed: asyncio.Event | None = None
+        super().__init__(**governed_by(settings))
+        self._released: asyncio.Event | None = None  # set when a request in flight ends
 
     def _notify(self) -> None:
-        if self._freed is not None:
-            self._freed.set()
-            self._freed = None
+        if self._released is not None:
+            self._released.set()
+            self._released = None
 
-    async def admit(self, endpoint: str) -> Admission:
-        return self.governor.admit(endpoint)
-
-    async def admit_waiting(self, endpoint: str, hold_s: float) -> Admission:
+    async def admit_waiting(self, endpoint: str, hold_s: float) -> Admission:  # type: ignore[override]
         deadline = time.monotonic() + hold_s
         while True:
-            admission = self.governor.admit(endpoint)
+            admission = self.admit(endpoint)
             left = deadline - time.monotonic()
             if not admission.busy or left <= 0:
                 return admission
-            if self._freed is None:
-                self._freed = asyncio.Event()
+            if self._released is None:
+                self._released = asyncio.Event()
             try:
-                await asyncio.wait_for(self._freed.wait(), left)
+                await asyncio.wait_for(self._released.wait(), left)
             except asyncio.TimeoutError:
                 pass
 
-    async def settle(self, lease: str, call: CallLog) -> CallLog:
-        settled = self.governor.settle(lease, call)
+    def settle(self, lease: str, call: CallLog) -> CallLog:
+        settled = super().settle(lease, call)
         self._notify()
         return settled
 
-    async def release(self, lease: str) -> None:
-        self.governor.release(lease)
+    def release(self, lease: str) -> None:
+        super().release(lease)
         self._notify()
 
-    async def pause(self, endpoint: str, seconds: float) -> None:
-        self.governor.pause(endpoint, seconds)
 
-    async def snapshot(self) -> UsageSnapshot:
-        return self.governor.snapshot()
-
-    async def restore(self, usage: dict[str, RoleUsage]) -> None:
-        self.governor.restore(usage)
+GatewayActor = ray.remote(num_cpus=0, max_concurrency=GATEWAY_CALLERS)(WaitingGovernor)
 
 
-class RemoteCache:
-    """``CacheStore`` over the run's ``CacheActor``; picklable, so it travels to any worker."""
+class Remote:
+    """A run service as a worker holds it: every method call goes to the named actor and waits for its answer
+    (a write too, so a worker reads its own writes and a finished evaluation is really cached). Picklable, so
+    it travels to any worker."""
 
     def __init__(self, actor: ray.actor.ActorHandle, name: str = ""):
         self.actor = actor
         self.name = name
 
     @classmethod
-    def named(cls, name: str) -> RemoteCache:
+    def named(cls, name: str) -> Remote:
         return cls(ray.get_actor(name), name)
 
-    def get_many(self, keys: list[str]) -> dict[str, bytes]:
-        return ray.get(self.actor.get_many.remote(keys))
+    def call(self, method: str, *args: Any) -> Any:
+        return ray.get(getattr(self.actor, method).remote(*args))
 
-    def put_many(self, items: dict[str, bytes]) -> None:
-        # Waited for, so a worker reads its own writes and a finished evaluation is really cached.
-        ray.get(self.actor.put_many.remote(items))
-
-    def reserve(self, key: str, ttl_s: float) -> Reservation:
-        return ray.get(self.actor.reserve.remote(key, ttl_s))
-
-    def abandon(self, key: str) -> None:
-        ray.get(self.actor.abandon.remote(key))
-
-
-class RemoteGateway:
-    """``Gateway`` over the run's ``GatewayActor``."""
-
-    def __init__(self, actor: ray.actor.ActorHandle, name: str = ""):
-        self.actor = actor
-        self.name = name
-
-    @classmethod
-    def named(cls, name: str) -> RemoteGateway:
-        return cls(ray.get_actor(name), name)
-
-    def admit(self, endpoint: str) -> Admission:
-        return ray.get(self.actor.admit.remote(endpoint))
-
-    def admit_waiting(self, endpoint: str, hold_s: float) -> Admission:
-        return ray.get(self.actor.admit_waiting.remote(endpoint, hold_s))
-
-    def settle(self, lease: str, call: CallLog) -> CallLog:
-        return ray.get(self.actor.settle.remote(lease, call))
-
-    def release(self, lease: str) -> None:
-        ray.get(self.actor.release.remote(lease))
-
-    def pause(self, endpoint: str, seconds: float) -> None:
-        ray.get(self.actor.pause.remote(endpoint, seconds))
-
-    def snapshot(self) -> UsageSnapshot:
-        return ray.get(self.actor.snapshot.remote())
-
-    def restore(self, usage: dict[str, RoleUsage]) -> None:
-        ray.get(self.actor.restore.remote(usage))
+    def __getattr__(self, method: str) -> Callable[..., Any]:
+        if method.startswith("_"):  # pickling and copying look up dunders before __init__ has run
+            raise AttributeError(method)
+        return functools.partial(self.call, method)
 
 
 def on_this_node() -> NodeAffinitySchedulingStrategy:
@@ -171,13 +108,13 @@ def on_this_node() -> NodeAffinitySchedulingStrategy:
     return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
 
 
-def start_run_services(run_dir: str | Path, settings: LLMSettings) -> tuple[RemoteCache, RemoteGateway]:
-    """Start both services on this (the driver's) node; the cache's file in ``run_dir``."""
+def start_run_services(run_dir: str | Path, settings: LLMSettings) -> tuple[Remote, Remote]:
+    """Start both services on this (the driver's) node, the cache's file in ``run_dir``: (cache, gateway)."""
     here = on_this_node()
     path = str(Path(run_dir).resolve() / layout.CACHE)
     token = uuid.uuid4().hex[:12]
     cache_name, gateway_name = f"mstar-cache-{token}", f"mstar-gateway-{token}"
     cache = CacheActor.options(name=cache_name, scheduling_strategy=here).remote(path)
     gateway = GatewayActor.options(name=gateway_name, scheduling_strategy=here).remote(settings)
-    ray.get([cache.size.remote(), gateway.snapshot.remote()])  # surface a failed start here, not later
-    return RemoteCache(cache, cache_name), RemoteGateway(gateway, gateway_name)
+    ray.get([cache.__ray_ready__.remote(), gateway.__ray_ready__.remote()])  # surface a failed start here, not later
+    return Remote(cache, cache_name), Remote(gateway, gateway_name)

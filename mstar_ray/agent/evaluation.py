@@ -42,7 +42,7 @@ from mstar_ray.results import (
     stage_counts,
     summarise,
 )
-from mstar_ray.sandbox_host import Outcome, Sandbox, SandboxLimits
+from mstar_ray.sandbox_host.process import Outcome, Sandbox, SandboxLimits
 from mstar_ray.tasks.model import Item, Task
 
 if TYPE_CHECKING:

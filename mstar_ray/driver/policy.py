@@ -1,40 +1,39 @@
 """The search policy: what to run next, and what a result means. Ray-free: it hands out ``Work`` and takes
-back what finished, so any pool can drive it (the Ray pool in ``driver.search``, a plain one in tests).
+back what finished, so any pool can drive it (the Ray pool in ``driver.search_driver``, a plain one in tests).
 
 It keeps R reflections and E evaluations busy in a steady state, not lock-step generations: a reflection
 starts only while fewer than E children wait for or undergo evaluation, so evaluators stay busy without
 children piling up; with R = E = 1 this is the paper's sequential loop (reflect, evaluate, add, reflect...).
 Every random choice is seeded by (run seed, iteration), never by timing. Each change of the search's state
-is a transition (``mstar_ray.state.transitions``), logged and applied as one act, so a resume replays it.
+is a transition (``mstar_ray.state.transitions``), applied to the one ``SearchState`` (which holds every count
+of the run) and handed to the observer the driver attached, which logs it (a resume replays it) and keeps the
+live line (``driver.recorder``). The policy itself writes nothing.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import heapq
 import random
 import time
 from collections.abc import Callable
+from typing import Protocol
 
-from mstar_ray.driver.progress import Progress, ProgressState
-from mstar_ray.driver.run_dir import RunDir
+from mstar_ray.exit_codes import InfrastructureError, InputError
 from mstar_ray.families import family
-from mstar_ray.envs.base import EnvUnavailable
-from mstar_ray.exit_codes import InputError
-from mstar_ray.llm.errors import BudgetExceeded, EndpointError
+from mstar_ray.llm.errors import BudgetExceeded
 from mstar_ray.reflect.reflector import Child, Discard, ReflectionOutcome
 from mstar_ray.reflect.request import ReflectionRequest, sample_cases, shown_results
-from mstar_ray.results import stage_totals
+from mstar_ray.results import EvalReport, stage_totals
 from mstar_ray.run_config import RunConfig
-from mstar_ray.runlog.sources import load_source
-from mstar_ray.sandbox_host import SandboxStartError, SandboxUnavailable
 from mstar_ray.search.cascade import cascade_rule, passes
-from mstar_ray.search.jobs import EvalJob, EvalOutcome
-from mstar_ray.search.pareto import ParetoParents
+from mstar_ray.search.jobs import EvalJob, EvalJobs, EvalOutcome
+from mstar_ray.search.parents import parent_rule
 from mstar_ray.search.population import Member
-from mstar_ray.search.selection import Incumbent
+from mstar_ray.search.selection import Challenge, Incumbent
 from mstar_ray.search.split import SplitPlan
-from mstar_ray.search.stop import EXHAUSTED, SearchCount, StopReason, first_reached, stop_conditions
+from mstar_ray.search.stop import Budget, SearchCount, StopReason, stop_conditions
 from mstar_ray.search.work import Crashed, Done, Finished, Pool, Raised, Work
 from mstar_ray.state.candidate import Candidate, FixRound
 from mstar_ray.state.search_state import SearchState
@@ -53,7 +52,6 @@ MAX_DONORS = 6
 # it again: the candidate is recorded as failed, here and on a resume.
 MAX_CRASHES_PER_CANDIDATE = 2
 WAIT_S = 1.0  # how long the loop waits for a result before it looks around (the live line, live.json)
-SHOWN = ("evaluated", "discarded", "violations", "duplicates", "screened_out")  # the live line's counts of the state
 
 
 class FatalRunError(RuntimeError):
@@ -61,76 +59,100 @@ class FatalRunError(RuntimeError):
 
 
 def infrastructure_failure(cause: BaseException) -> bool:
-    """Whether an error an evaluation raised is the infrastructure's (an endpoint gone, a machine that cannot
-    sandbox or cannot run the task's environment), which stops a run; any other is the candidate's failure.
-    A request that the program's own declarations made too large never gets here: the evaluation records it
-    as the program's violation (``agent.evaluation``)."""
-    return isinstance(cause, (EndpointError, SandboxUnavailable, SandboxStartError, EnvUnavailable))
+    """Whether an error a worker raised is the infrastructure's (an endpoint gone, a machine that cannot sandbox
+    or cannot run the task's environment: an ``InfrastructureError``), which stops a run; any other is the
+    candidate's failure. A request that the program's own declarations made too large never gets here: the
+    evaluation records it as the program's violation (``agent.evaluation``)."""
+    return isinstance(cause, InfrastructureError)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationRecord:
+    """What the logs keep of one search evaluation beside its transition (``Screened``, ``Violated`` or
+    ``Evaluated``): the outcome, each question's split, and the candidate row's fitness fields."""
+
+    outcome: EvalOutcome
+    splits: dict[str, str]
+    written: list[str]
+    static_evidence: float | None = None
+    interval: tuple[float, float] | None = None
+    challenge: Challenge | None = None
+    screen_score: float | None = None
+
+
+class SearchObserver(Protocol):
+    """What the driver attaches to see the search: the run directory and the live line (``driver.recorder``)."""
+
+    def applied(self, transition: Transition, *, node_id: str | None = None,
+                evaluation: EvaluationRecord | None = None) -> None:
+        """A transition, just before the state applies it."""
+
+    def started(self, candidate: Candidate, purpose: str, detail: str) -> None:
+        """An evaluation was handed out."""
+
+    def reflected(self, request: ReflectionRequest, outcome: ReflectionOutcome) -> None:
+        """A reflection came back (its model calls), before its child or discard is applied."""
+
+    def resumed(self, iteration: int, detail: str) -> None: ...
+
+    def say(self, text: str) -> None:
+        """A note for the person watching."""
 
 
 class SearchPolicy:
-    def __init__(self, config: RunConfig, task: Task, plan: SplitPlan, run_dir: RunDir, progress: Progress,
-                 shown: ProgressState, *, evaluators: int, llm_stop: Callable[[], str | None]):
+    def __init__(self, config: RunConfig, task: Task, plan: SplitPlan, observer: SearchObserver, *,
+                 evaluators: int, llm_spent: Callable[[], str | None]):
+        """``llm_spent``: the LLM gateway's reason to stop (a spent budget), or None."""
+        cfg = config.search
         self.config = config
-        self.task = task
         self.plan = plan
-        self.run_dir = run_dir
-        self.progress = progress
-        self.shown = shown  # the live line's counts
+        self.observer = observer
         self.evaluators = evaluators
-        self.llm_stop = llm_stop  # the LLM gateway's reason to stop (a spent budget), or None
         self.state = SearchState()
-        self.incumbent = Incumbent(plan.split.static, seed=config.search.seed)
-        cascade = config.search.cascade
-        self.cascade = (cascade_rule(cascade.rule, margin=cascade.margin, quantile=cascade.quantile)
-                        if cascade is not None else None)
+        self.jobs = EvalJobs(task, plan, judge_all=cfg.judge_on == "all", attribute=cfg.attribution)
+        self.incumbent = Incumbent(plan.split.static, seed=cfg.seed)
+        self.cascade = (cascade_rule(cfg.cascade.rule, margin=cfg.cascade.margin, quantile=cfg.cascade.quantile)
+                        if cfg.cascade is not None else None)
         if self.cascade is not None and not plan.split.screen:
             raise InputError("search.cascade is set but the split has no slice to screen on (split.screen)")
-        pareto = config.search.pareto
-        self.pareto = (ParetoParents(plan.split.static, pareto.objectives, pareto.cost)
-                       if config.search.parent_selection == "pareto" else None)
-        self.structure = StructureIndex(config.search.structure_level)  # no structure is evaluated twice
-        self.items = {q.id: q for q in task.items}
+        self.parents = parent_rule(cfg.parent_selection, tau=cfg.tau, static_ids=plan.split.static,
+                                   objectives=cfg.pareto.objectives, cost=cfg.pareto.cost)
+        self.budget = Budget(stop_conditions(cfg.max_candidates, cfg.max_iterations, cfg.max_wall_s), llm_spent)
+        self.structure = StructureIndex(cfg.structure_level)  # no structure is evaluated twice
         self.task_brief = family(task.family).brief  # what the reflector is told about how items are scored
-        # what the scores are, as every evaluation of this run reports it (a stand-in grader names itself)
-        self.metric = family(task.family).metric_for(judged=config.llm.judge is not None)
-        self.texts = {t.id: t for t in task.texts}
         self.evidence = {unit: found.text for unit, found in task.evidence().items()}  # for failure cases
-        self.waiting: collections.deque[Candidate] = collections.deque()  # queued, not yet handed out
-        self.fix_requests: collections.deque[ReflectionRequest] = collections.deque()
-        # By the id of the child whose runtime violation is being fixed: where its fix will stand.
-        self.fix_rounds: dict[str, FixRound] = {}
-        self.reissue: collections.deque[int] = collections.deque()  # open reflections a resume makes again
-        self.retry: collections.deque[Work] = collections.deque()  # work whose worker died: to a replacement
+        # Work not in the state (a resume rebuilds it): queued candidates not yet handed out, runtime fixes not
+        # yet started (each with where its fix will stand), open reflections a resume makes again, work whose
+        # worker died (to a replacement), and work handed out.
+        self.waiting: collections.deque[Candidate] = collections.deque()
+        self.fixes: collections.deque[Work] = collections.deque()
+        self.reissue: collections.deque[int] = collections.deque()
+        self.retry: collections.deque[Work] = collections.deque()
         self.flying: list[Work] = []
-        cfg = config.search
-        self.stop_conditions = stop_conditions(cfg.max_candidates, cfg.max_iterations, cfg.max_wall_s)
-        self.stop: StopReason | None = None  # ends the run now (a spent LLM budget)
-        self.budget_reached: StopReason | None = None  # kept the last new reflection from starting
         self.started = time.monotonic()
 
-    def _act(self, transition: Transition, *, node_id: str | None = None) -> None:
-        self.run_dir.record(transition, node_id=node_id)
+    def _act(self, transition: Transition, *, node_id: str | None = None,
+             evaluation: EvaluationRecord | None = None) -> None:
+        self.observer.applied(transition, node_id=node_id, evaluation=evaluation)
         self.state.apply(transition)
-        for name in SHOWN:
-            setattr(self.shown, name, getattr(self.state, name))
 
     # -------------------------------------------------------------------------------------- set-up
 
-    def start(self, seeds: list[Candidate], restored: SearchState | None) -> None:
-        """Queue the seeds (on a resume: those a run killed early never queued) after the restored state."""
+    def start(self, seeds: list[Candidate], restored: SearchState | None = None,
+              stored_source: Callable[[str], str] | None = None) -> None:
+        """Queue the seeds (on a resume: those a run killed early never queued) after the restored state, whose
+        programs ``stored_source`` reads back by id."""
         if restored is not None:
-            self._restore(restored)
+            assert stored_source is not None, "a resume reads its queued programs back"
+            self._restore(restored, stored_source)
         for seed in seeds:
             if restored is None or seed.id not in restored.seen:
                 self._enqueue(seed)
 
-    def _restore(self, restored: SearchState) -> None:
+    def _restore(self, restored: SearchState, stored_source: Callable[[str], str]) -> None:
         self.state = restored
         self.reissue = collections.deque(restored.reflections)
         self.started -= restored.wall_s  # wall_s and max_wall_s count every process of the run
-        for name in SHOWN:
-            setattr(self.shown, name, getattr(restored, name))
         pending = list(restored.pending.values())
         for candidate in pending:
             if restored.crashes[candidate.id] >= MAX_CRASHES_PER_CANDIDATE:
@@ -139,16 +161,11 @@ class SearchPolicy:
             else:
                 self.waiting.append(candidate)
         for known in restored.queued:
-            self.structure.learn(known, load_source(self.run_dir.path, known))
+            self.structure.learn(known, stored_source(known))
         for member in restored.members:  # the incumbent, replayed in the order the run scored them
             self.incumbent.offer(member)
-        if len(restored.population):
-            self._show_best()
-            self.shown.best_seed_score = restored.best_seed_score()
-        detail = (f"{len(restored.members)} members, {len(pending)} candidates and "
-                  f"{len(self.reissue)} reflections re-issued")
-        self.run_dir.event("resumed", iteration=restored.iterations, detail=detail)
-        self.progress.message(f"resumed: {detail}")
+        self.observer.resumed(restored.iterations, f"{len(restored.members)} members, {len(pending)} candidates "
+                                                   f"and {len(self.reissue)} reflections re-issued")
 
     # -------------------------------------------------------------------------------------- what next
 
@@ -190,93 +207,58 @@ class SearchPolicy:
             return None
         candidate = self.waiting.popleft()
         if self.cascade is not None and candidate.id not in self.state.screen_scores:
-            return self._screening(candidate)
-        return self._evaluation(candidate)
+            split = self.plan.split
+            self.observer.started(candidate, "screen", f"screening: {len(split.screen_texts)} texts written, "
+                                                       f"{len(split.screen)} static questions")
+            return Work("evaluate", self.jobs.screen(candidate.id, candidate.source), candidate)
+        written = self.plan.written(self.jobs.questions(candidate.iteration))
+        extra = len(written) - len(self.plan.split.train_texts)
+        self.observer.started(candidate, "search",
+                              f"evaluation: {len(written)} texts written ({extra} for the rotating evidence)")
+        return Work("evaluate", self.jobs.search(candidate.id, candidate.source, candidate.iteration), candidate)
 
     def _next_reflection(self) -> Work | None:
-        request = self._next_request()
-        if request is None:
+        """A runtime fix first (its tag says where the fix will stand), then a reflection a resume re-issues,
+        then a new one, each while the budgets allow it."""
+        if self.fixes and self._budget_left():
+            work = self.fixes.popleft()
+        elif self.reissue:
+            work = Work("reflect", self._reflection_request(self.reissue.popleft()))  # in flight when the run stopped
+        elif self._may_reflect():
+            work = Work("reflect", self._reflection_request(self.state.iterations + 1))
+        else:
             return None
-        self._act(ReflectionStarted(iteration=request.iteration, kind=request.kind))
-        return Work("reflect", request)
+        self._act(ReflectionStarted(iteration=work.payload.iteration, kind=work.payload.kind))
+        return work
 
-    def search_questions(self, iteration: int) -> list[str]:
-        return list(dict.fromkeys(self.plan.split.static + self.plan.rotating(iteration)))
-
-    def _evaluation(self, candidate: Candidate) -> Work:
-        questions = self.search_questions(candidate.iteration)
-        written = self.plan.written(questions)
-        static = self.plan.split.static
-        # The rotating questions are the feedback slice of a program that learns from feedback (MemRL): they are
-        # training questions, answered before the static ones whose mean is the fitness.
-        job = EvalJob(candidate_id=candidate.id, source=candidate.source, purpose="search", task_name=self.task.name,
-                      family=self.task.family,
-                      texts=[self.texts[t] for t in written], items=[self.items[q] for q in questions],
-                      static_ids=static, judge=self.config.search.judge_on == "all",
-                      feedback_ids=[q for q in questions if q not in static], attribute=self.config.search.attribution)
-        extra = len(written) - len(self.plan.split.train_texts)
-        self.run_dir.event("started", candidate=candidate.id, iteration=candidate.iteration, work="evaluation",
-                           purpose="search",
-                           detail=f"evaluation: {len(written)} texts written ({extra} for the rotating evidence)")
-        return Work("evaluate", job, candidate)
-
-    def _screening(self, candidate: Candidate) -> Work:
-        """The cascade's first stage: the slice of the static set, with its own texts written, and no feedback
-        slice (every program is screened alike, so slice scores compare)."""
-        split = self.plan.split
-        job = EvalJob(candidate_id=candidate.id, source=candidate.source, purpose="screen", task_name=self.task.name,
-                      family=self.task.family, texts=[self.texts[t] for t in split.screen_texts],
-                      items=[self.items[q] for q in split.screen], static_ids=split.screen,
-                      judge=self.config.search.judge_on == "all")
-        self.run_dir.event("started", candidate=candidate.id, iteration=candidate.iteration, work="evaluation",
-                           purpose="screen", detail=f"screening: {len(split.screen_texts)} texts written, "
-                           f"{len(split.screen)} static questions")
-        return Work("evaluate", job, candidate)
-
-    def _flying(self, kind: str) -> list[Work]:
+    def _in_flight(self, kind: str) -> list[Work]:
         return [work for work in [*self.flying, *self.retry] if work.kind == kind]
 
     def _children_pending(self) -> int:
-        return len(self.waiting) + sum(1 for work in self._flying("evaluate") if work.tag.origin != "seed")
+        return len(self.waiting) + sum(1 for work in self._in_flight("evaluate") if work.tag.origin != "seed")
 
     def _budget_left(self) -> bool:
-        """Whether a new reflection may start; else remembers which budget stopped it."""
-        spent = self.llm_stop()
-        if spent:
-            self.stop = StopReason("llm_budget", spent)
-            return False
-        count = SearchCount(committed=self.state.evaluated + self._children_pending() + len(self._flying("reflect")),
+        count = SearchCount(committed=self.state.evaluated + self._children_pending() + len(self._in_flight("reflect")),
                             iterations=self.state.iterations, elapsed_s=time.monotonic() - self.started)
-        reached = first_reached(self.stop_conditions, count)
-        if reached:
-            self.budget_reached = reached
-            return False
-        return self.stop is None
+        return self.budget.allows(count)
 
-    def _next_request(self) -> ReflectionRequest | None:
-        if self.fix_requests and self._budget_left():
-            return self.fix_requests.popleft()
-        if self.reissue:
-            return self._reflection_request(self.reissue.popleft())  # in flight when the run stopped
-        seeds_pending = any(work.tag.origin == "seed" for work in self._flying("evaluate"))
+    def _may_reflect(self) -> bool:
+        """A new reflection starts once every seed is scored, while fewer children wait than there are evaluators
+        and the budgets allow it."""
+        seeds_pending = any(work.tag.origin == "seed" for work in self._in_flight("evaluate"))
         if seeds_pending or any(c.origin == "seed" for c in self.waiting) or not len(self.state.population):
-            return None
-        if self._children_pending() >= max(1, self.evaluators) or not self._budget_left():
-            return None
-        return self._reflection_request(self.state.iterations + 1)
+            return False
+        return self._children_pending() < max(1, self.evaluators) and self._budget_left()
 
     def _reflection_request(self, iteration: int) -> ReflectionRequest:
         cfg = self.config.search
         rng = random.Random(f"{cfg.seed}:reflect:{iteration}")
         population = self.state.population
-        parent = (self.pareto.select(population, rng) if self.pareto is not None
-                  else population.select_parent(rng, cfg.parent_selection, cfg.tau))
+        parent = self.parents.choose(population, rng)
         hidden = self.plan.split.scoring()
         failures, success = sample_cases(parent.results, rng, self.evidence, hidden=hidden)
         # The best few only: sorting the whole population for them made each request cost n log n.
-        pool = ([m for m in population.members if m.origin == "seed"] if cfg.parent_selection == "seeds"
-                else population.members)
-        best = heapq.nlargest(MAX_DONORS + 1, pool, key=lambda m: m.score)
+        best = heapq.nlargest(MAX_DONORS + 1, self.parents.donors(population), key=lambda m: m.score)
         donors = [m.source for m in best if m.id != parent.id]
         return ReflectionRequest(
             task_brief=self.task_brief, parent_id=parent.id, parent_source=parent.source, parent_score=parent.score,
@@ -288,7 +270,7 @@ class SearchPolicy:
         )
 
     def stop_reason(self) -> StopReason:
-        return self.stop or self.budget_reached or EXHAUSTED
+        return self.budget.reason()
 
     def stopped(self) -> StopReason:
         reason = self.stop_reason()
@@ -305,10 +287,9 @@ class SearchPolicy:
                 self._screened(candidate, outcome)
             case Finished(work=Work(kind="evaluate", tag=candidate), value=outcome):
                 self._evaluated(candidate, outcome)
-            case Finished(work=Work(kind="reflect", payload=request), value=reflection):
-                child = reflection.result.id if isinstance(reflection.result, Child) else None
-                self.run_dir.write_calls(reflection.calls, candidate=child, parent=request.parent_id)
-                self._reflected(request, reflection.result)
+            case Finished(work=Work(kind="reflect", payload=request, tag=fix), value=reflection):
+                self.observer.reflected(request, reflection)
+                self._reflected(request, reflection.result, fix)
             case Crashed():
                 self._crashed(done)
             case Raised():
@@ -318,7 +299,7 @@ class SearchPolicy:
         work = done.work
         candidate = work.tag if work.kind == "evaluate" else None
         what = "evaluation" if work.kind == "evaluate" else "reflection"
-        self.progress.message(f"a {what} worker died ({done.error[:200]}); replacing it and re-issuing its work")
+        self.observer.say(f"a {what} worker died ({done.error[:200]}); replacing it and re-issuing its work")
         self._act(Retried(candidate=candidate.id if candidate else None, work=what, error=done.error[:2000]))
         if candidate is not None and self.state.crashes[candidate.id] >= MAX_CRASHES_PER_CANDIDATE:
             self._failed(candidate, f"evaluators died {self.state.crashes[candidate.id]} times on it: {done.error}")
@@ -326,13 +307,12 @@ class SearchPolicy:
             self.retry.append(work)
 
     def _raised(self, done: Raised) -> None:
-        """A budget spent stops the run; an endpoint gone, or a machine that cannot sandbox or cannot run the task's
-        environment, ends it; any other error is the failure of that one candidate (or reflection), and the search
-        goes on."""
+        """A budget spent stops the run; an infrastructure error ends it; any other error is the failure of that
+        one candidate (or reflection), and the search goes on."""
         cause = done.error
         if isinstance(cause, BudgetExceeded):
-            self.stop = StopReason("llm_budget", str(cause))
-            self.progress.message(f"stopping: {cause}; the work in flight is abandoned, nothing half-written")
+            self.budget.spend(str(cause))
+            self.observer.say(f"stopping: {cause}; the work in flight is abandoned, nothing half-written")
             return
         if infrastructure_failure(cause):
             raise FatalRunError(str(cause)) from None
@@ -342,25 +322,18 @@ class SearchPolicy:
         else:
             request = done.work.payload
             self._reflected(request, Discard(parent=request.parent_id, reason=f"the reflection raised {error}"[:2000],
-                                             attempts=0, errors=[]))
+                                             attempts=0, errors=[]), done.work.tag)
 
     def _failed(self, candidate: Candidate, error: str) -> None:
         """Recorded as this candidate's failure; counted like an evaluation, so budgets still move on."""
-        self.progress.message(f"{candidate.id} could not be evaluated: {error[:300]}")
-        self.run_dir.write_failed(candidate, error)
+        self.observer.say(f"{candidate.id} could not be evaluated: {error[:300]}")
         self._act(Failed(candidate=candidate, error=error))
 
-    def _count_usage(self, report) -> None:
-        for usage in [*report.llm.values(), *([report.embedding] if report.embedding else [])]:
-            self.shown.requests += usage.requests
-            self.shown.cache_hits += usage.cache_hits
-
-    def _violated(self, candidate: Candidate, outcome: EvalOutcome, splits: dict[str, str], **fitness) -> None:
-        report = outcome.report
-        self.run_dir.write_evaluation(candidate, outcome, splits, **fitness)
+    def _violated(self, candidate: Candidate, evaluation: EvaluationRecord) -> None:
+        report = evaluation.outcome.report
         v = report.violation
-        self.progress.message(f"{candidate.id} broke the contract during {v.phase}: [{v.kind}] {v.message[:200]}")
-        self._act(Violated(candidate=candidate, kind=v.kind), node_id=outcome.node_id)
+        self.observer.say(f"{candidate.id} broke the contract during {v.phase}: [{v.kind}] {v.message[:200]}")
+        self._act(Violated(candidate=candidate, kind=v.kind), node_id=evaluation.outcome.node_id, evaluation=evaluation)
         if candidate.origin != "seed":
             self._maybe_fix(candidate, report)
 
@@ -368,75 +341,65 @@ class SearchPolicy:
         """The slice scored: the program goes on to its full evaluation next, or it is screened out (logged with
         its slice score, and its parent's history says why)."""
         split = self.plan.split
-        splits = {q: "screen" for q in split.screen}
-        self._count_usage(outcome.report)
+        evaluation = EvaluationRecord(outcome, {q: "screen" for q in split.screen}, written=split.screen_texts)
         if outcome.report.violation is not None:
-            self._violated(candidate, outcome, splits, written=split.screen_texts)
+            self._violated(candidate, evaluation)
             return
         scores = self.state.screen_scores
         bar = None if candidate.origin == "seed" else self.cascade.bar(
             scores.get(candidate.parent), [scores[m.id] for m in self.state.members if m.id in scores])
         passed = passes(outcome.static_score, bar)
-        self.run_dir.write_screening(candidate, outcome, splits, written=split.screen_texts, threshold=bar, passed=passed)
         self._act(Screened(candidate=candidate, score=outcome.static_score, bar=bar, passed=passed),
-                  node_id=outcome.node_id)
+                  node_id=outcome.node_id, evaluation=evaluation)
         if passed:
             self.waiting.appendleft(candidate)  # its full evaluation next: nothing waits on a program half-scored
         else:
-            self.progress.message(f"{candidate.id} screened out: {outcome.static_score:.3f} on the slice, below "
-                                  f"the {bar:.3f} it needed")
+            self.observer.say(f"{candidate.id} screened out: {outcome.static_score:.3f} on the slice, below "
+                              f"the {bar:.3f} it needed")
 
     def _evaluated(self, candidate: Candidate, outcome: EvalOutcome) -> None:
         report = outcome.report
         rotating = {q: "rotating" for q in set(self.plan.rotating(candidate.iteration)) - set(self.plan.split.static)}
-        written = self.plan.written(self.search_questions(candidate.iteration))
-        fitness = {"written": written, "static_evidence": self.plan.evidence_share(written, self.plan.split.static)[0]}
-        self._count_usage(report)
+        written = self.plan.written(self.jobs.questions(candidate.iteration))
+        evaluation = EvaluationRecord(outcome, rotating, written=written,
+                                      static_evidence=self.plan.evidence_share(written, self.plan.split.static)[0])
         if report.violation is not None:
-            self._violated(candidate, outcome, rotating, **fitness)
+            self._violated(candidate, evaluation)
             return
         tokens = sum(u.prompt_tokens + u.completion_tokens for u in report.llm.values())
         member = Member(**candidate.identity(), score=outcome.static_score, results=report.results,
                         write_example=report.write_example, tokens=tokens)
         challenge = self.incumbent.offer(member)
-        self.run_dir.write_evaluation(candidate, outcome, rotating, **fitness, interval=self.incumbent.interval(member),
-                                      challenge=challenge, screen_score=self.state.screen_scores.get(candidate.id))
         if challenge.verdict == "replaces" and candidate.origin != "seed":
-            self.progress.message(f"{member.id} is the new best: static {member.score:.3f}, "
-                                  f"{challenge.lead:+.3f} [{challenge.low:+.3f}, {challenge.high:+.3f}] on {challenge.incumbent}")
+            self.observer.say(f"{member.id} is the new best: static {member.score:.3f}, {challenge.lead:+.3f} "
+                              f"[{challenge.low:+.3f}, {challenge.high:+.3f}] on {challenge.incumbent}")
+        evaluation = dataclasses.replace(evaluation, interval=self.incumbent.interval(member), challenge=challenge,
+                                         screen_score=self.state.screen_scores.get(candidate.id))
         self._act(Evaluated(candidate=candidate, score=outcome.static_score, results=report.results,
-                            write_example=report.write_example, tokens=tokens), node_id=outcome.node_id)
-        self.shown.best_seed_score = self.state.best_seed_score()
-        self._show_best()
+                            write_example=report.write_example, tokens=tokens),
+                  node_id=outcome.node_id, evaluation=evaluation)
 
-    def _show_best(self) -> None:
-        best = self.incumbent.best
-        if best is not None:
-            self.shown.best_score = best.score
-            self.shown.best_low, self.shown.best_high = self.incumbent.interval(best)
-
-    def _maybe_fix(self, candidate: Candidate, report) -> None:
+    def _maybe_fix(self, candidate: Candidate, report: EvalReport) -> None:
         cfg = self.config.search
         if not cfg.runtime_fix or candidate.fix_round >= cfg.max_repairs or cfg.reflector != "llm":
             return
         parent = self.state.population.get(candidate.parent)
         v = report.violation
-        self.fix_requests.append(ReflectionRequest(
-            kind="runtime_fix", task_brief=self.task_brief, parent_id=candidate.id, parent_source=candidate.source, parent_score=0.0,
-            violation=f"during {v.phase}: [{v.kind}] {v.message}\n{v.traceback}".strip(),
+        request = ReflectionRequest(
+            kind="runtime_fix", task_brief=self.task_brief, parent_id=candidate.id, parent_source=candidate.source,
+            parent_score=0.0, violation=f"during {v.phase}: [{v.kind}] {v.message}\n{v.traceback}".strip(),
             known_ids=sorted(self.state.seen), frozen_code=cfg.frozen_code, frozen_instructions=cfg.frozen_instructions,
             seed=candidate.fix_round, lineage=self.state.lineage(parent), iteration=candidate.iteration,
-        ))
-        self.fix_rounds[candidate.id] = FixRound(round=candidate.fix_round + 1, parent=parent.id,
-                                                 iteration=candidate.iteration)
+        )
+        # the fix stands where the violated child stood: its parent's child, one round further
+        self.fixes.append(Work("reflect", request, FixRound(round=candidate.fix_round + 1, parent=parent.id,
+                                                            iteration=candidate.iteration)))
 
-    def _reflected(self, request: ReflectionRequest, result: Child | Discard) -> None:
+    def _reflected(self, request: ReflectionRequest, result: Child | Discard, fix: FixRound | None) -> None:
         if isinstance(result, Discard):
-            self.fix_rounds.pop(request.parent_id, None)
             self._act(Discarded(parent=request.parent_id, kind=request.kind, iteration=request.iteration,
                                 reason=result.reason, attempts=result.attempts, errors=result.errors))
             return
-        fix = self.fix_rounds.pop(request.parent_id, None) if request.kind == "runtime_fix" else None
         lineage = ({"parent": fix.parent, "iteration": fix.iteration, "origin": "runtime-fix"} if fix else {})
         self._enqueue(Candidate(**{**result.identity(), **lineage}, fix_round=fix.round if fix else 0,
                                 patch=result.patch, edit_format=result.edit_format, tolerances=result.tolerances))
@@ -452,15 +415,13 @@ class SearchPolicy:
             self._duplicate(candidate, placement.duplicate_of, "structurally identical (layout, comments or docstrings differ)")
             return
         self.structure.add(candidate.id, placement)
-        self.run_dir.write_program(candidate.source)
         self._act(Queued(candidate=candidate))
         self.waiting.append(candidate)
 
     def _duplicate(self, candidate: Candidate, original: str, how: str) -> None:
         """Not evaluated again: the child's row and its parent's history carry the original's score."""
         score = self.state.score_of(original)
-        self.progress.message(duplicate_message(candidate, original, how))
-        self.run_dir.write_duplicate(candidate, original, score)
+        self.observer.say(duplicate_message(candidate, original, how))
         self._act(Duplicate(candidate=candidate, original=original, how=how, score=score))
 
 

@@ -1,4 +1,6 @@
-"""Live progress of a search: a refreshing status block on a terminal, plain log lines elsewhere."""
+"""Live progress of a search: a refreshing status block on a terminal, plain log lines elsewhere. The search's
+counts are read from its ``SearchState`` as the line is drawn; ``ProgressState`` holds only what the live line
+alone knows (the phase, the work in flight, the cost, the model requests)."""
 
 from __future__ import annotations
 
@@ -8,22 +10,17 @@ import time
 from pydantic import BaseModel
 
 from mstar_ray.runlog.live import InFlight
+from mstar_ray.state.search_state import SearchState
 from mstar_ray.terminal import printable
 
 
 class ProgressState(BaseModel):
-    evaluated: int = 0  # children evaluated (seeds not counted)
-    target: int | None = None
-    discarded: int = 0
-    violations: int = 0
-    duplicates: int = 0  # children not evaluated: structurally identical to a program already queued
-    screened_out: int = 0  # children the cascade stopped after the slice (counted in evaluated)
+    target: int | None = None  # children to evaluate (search.max_candidates)
     evaluating: int = 0
     reflecting: int = 0
     best_score: float | None = None  # the incumbent's (mstar_ray.search.selection), with its interval
     best_low: float | None = None
     best_high: float | None = None
-    best_seed_score: float | None = None
     cost_usd: float = 0.0
     tokens: int = 0
     cache_hits: int = 0
@@ -33,22 +30,23 @@ class ProgressState(BaseModel):
     in_flight: list[InFlight] = []  # each evaluation's own progress
 
 
-def _line(state: ProgressState, elapsed: float) -> str:
-    rate = state.evaluated / elapsed * 60 if elapsed > 0 else 0.0
+def _line(state: ProgressState, search: SearchState, elapsed: float) -> str:
+    rate = search.evaluated / elapsed * 60 if elapsed > 0 else 0.0
     eta = ""
     if state.phase == "searching" and state.target and rate > 0:
         # Candidates per minute say nothing about a confirmation or a test: those show their own ETA.
-        eta = f" · ETA {max(0.0, (state.target - state.evaluated) / rate):.1f} min"
+        eta = f" · ETA {max(0.0, (state.target - search.evaluated) / rate):.1f} min"
     best = "-" if state.best_score is None else f"{state.best_score:.3f}"
     if state.best_low is not None and state.best_high is not None:
         best += f" [{state.best_low:.3f}, {state.best_high:.3f}]"
-    seed = "-" if state.best_seed_score is None else f"{state.best_seed_score:.3f}"
+    best_seed = search.best_seed_score()
+    seed = "-" if best_seed is None else f"{best_seed:.3f}"
     target = f"/{state.target}" if state.target else ""
     hit_rate = f"{state.cache_hits / state.requests:.0%}" if state.requests else "-"
-    duplicates = f", duplicates {state.duplicates}" if state.duplicates else ""
-    duplicates += f", screened out {state.screened_out}" if state.screened_out else ""
-    return (f"[{state.phase}] candidates {state.evaluated}{target} (discarded {state.discarded}, violations "
-            f"{state.violations}{duplicates}) · in flight: {state.evaluating} eval, {state.reflecting} reflect, {state.requests_in_flight} requests · best {best} "
+    duplicates = f", duplicates {search.duplicates}" if search.duplicates else ""
+    duplicates += f", screened out {search.screened_out}" if search.screened_out else ""
+    return (f"[{state.phase}] candidates {search.evaluated}{target} (discarded {search.discarded}, violations "
+            f"{search.violations}{duplicates}) · in flight: {state.evaluating} eval, {state.reflecting} reflect, {state.requests_in_flight} requests · best {best} "
             f"(seeds {seed}) · ${state.cost_usd:.4f}, {state.tokens} tokens, cache {hit_rate} · "
             f"{rate:.1f}/min{eta}" + "".join(f" · {e.describe()}" for e in state.in_flight) + f" · {elapsed:.0f} s")
 
@@ -65,9 +63,9 @@ class Progress:
         self._last_text = ""
         self._last_time = 0.0
 
-    def update(self, state: ProgressState, *, force: bool = False) -> None:
+    def update(self, state: ProgressState, search: SearchState, *, force: bool = False) -> None:
         now = time.monotonic()
-        text = printable(_line(state, now - self.started), lines=False)
+        text = printable(_line(state, search, now - self.started), lines=False)
         if self.tty:
             self.stream.write("\r\x1b[2K" + text)
             self.stream.flush()
@@ -82,9 +80,10 @@ class Progress:
             self.stream.write("\r\x1b[2K")
         print(printable(text), file=self.stream, flush=True)
 
-    def close(self, state: ProgressState) -> None:
+    def close(self, state: ProgressState, search: SearchState) -> None:
         if self.tty:
-            self.stream.write("\r\x1b[2K" + printable(_line(state, time.monotonic() - self.started), lines=False) + "\n")
+            line = _line(state, search, time.monotonic() - self.started)
+            self.stream.write("\r\x1b[2K" + printable(line, lines=False) + "\n")
             self.stream.flush()
         else:
-            self.update(state, force=True)
+            self.update(state, search, force=True)

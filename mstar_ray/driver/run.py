@@ -24,7 +24,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     from mstar_ray.driver.resume import merge_resume_config
     from mstar_ray.state.replay import restore
     from mstar_ray.driver.policy import FatalRunError
-    from mstar_ray.driver.search import SearchDriver
+    from mstar_ray.driver.search_driver import SearchDriver
 
     restored = None
     if resume:
@@ -94,18 +94,21 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
                 "failure_after_search": (result.side_failures or {}).get(member.id)}
 
     split = driver.plan.split
+    counts = driver.policy.state  # every count of the search, once
     summary = {
-        "metric": driver.policy.metric,
+        # what the scores are, as every evaluation of this run reports it (a stand-in grader names itself)
+        "metric": family(task.family).metric_for(judged=config.llm.judge is not None),
         "best": described(result.best),
         "best_seed": described(result.best_seed),
         "selection": result.selection.model_dump(),
         "static_evidence_in_memory": split.static_evidence,
         "texts": {"granularity": getattr(config.task, "granularity", "session"), "total": len(task.texts), "written_in_search": len(split.train_texts)},
-        "candidates_evaluated": result.evaluated, "discarded": result.discarded, "violations": result.violations,
+        "candidates_evaluated": counts.evaluated, "discarded": counts.discarded, "violations": counts.violations,
         "wall_seconds": round(result.wall_s, 1), "stop_reason": result.stop_reason,
-        "cost_usd": driver.state.cost_usd, "tokens": driver.state.tokens,
-        "duplicates": driver.state.duplicates, "screened_out": result.screened_out,
-        "structural_families": len(result.families.medoids) if result.families else None,
+        "cost_usd": driver.shown.cost_usd, "tokens": driver.shown.tokens,
+        "duplicates": counts.duplicates, "screened_out": counts.screened_out,
+        # the key keeps the name summaries have always had for the clusters of programs
+        "structural_families": len(result.population_map.medoids) if result.population_map else None,
     }
     directory.write_summary(summary)
     directory.write_best(result.best.source)

@@ -73,6 +73,9 @@ class RunDir:
     def write_program(self, source: str) -> str:
         return store_source(self.path, source)
 
+    def read_program(self, program_id: str) -> str:
+        return load_source(self.path, program_id)
+
     def event(self, kind: str, *, candidate: str | None = None, iteration: int | None = None,
               actor: str | None = None, node_id: str | None = None, detail: str | None = None,
               work: str | None = None, purpose: str | None = None) -> None:
@@ -212,8 +215,8 @@ class RunDir:
     def clear_live(self) -> None:
         (self.path / layout.LIVE).unlink(missing_ok=True)
 
-    def write_families(self, families) -> None:
-        write_atomic(self.path / layout.STRUCTURE, families.model_dump_json(indent=1).encode())
+    def write_population_map(self, found) -> None:
+        write_atomic(self.path / layout.STRUCTURE, found.model_dump_json(indent=1).encode())
 
     def write_summary(self, summary: dict) -> None:
         write_atomic(self.path / layout.SUMMARY, json.dumps(summary, indent=1).encode())

@@ -40,7 +40,8 @@ class Column:
     source: str
 
     def job(self, program: str, source: str) -> EvalJob:
-        """The evaluation the run that owns this column made of its own program at the end (``driver.search``)."""
+        """The evaluation the run that owns this column made of its own program at the end
+        (``driver.search_driver``)."""
         test, static = self.split.test, self.split.static
         feedback = list(static) if inspect_program(source).has_feedback else []
         holders = self.task.evidence_holders()
@@ -154,7 +155,7 @@ def _evaluate(crossing: Crossing, pool, progress: Progress) -> tuple[list[list[f
 def run_transfer(run_dirs: list[str], task_configs: list[str], out: str, address: str | None) -> int:
     import ray
 
-    from mstar_ray.actors.evaluator import new_evaluator
+    from mstar_ray.actors.evaluator_actor import new_evaluator
     from mstar_ray.actors.pool import WorkerPool
     from mstar_ray.actors.run_services import start_run_services
     from mstar_ray.driver.cluster import check_sandboxes, connect, pool_size

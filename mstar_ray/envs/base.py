@@ -13,6 +13,8 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mstar_ray.exit_codes import InfrastructureError
+
 EnvKind = Literal["textworld_express", "alfworld"]
 
 
@@ -67,7 +69,7 @@ class Environment(Protocol):
         none (the game is over, or the agent left the expert's path)."""
 
 
-class EnvUnavailable(RuntimeError):
+class EnvUnavailable(InfrastructureError):
     """This machine cannot run the environment (a package or Java missing); the message names the fix."""
 
 

@@ -1,6 +1,6 @@
 """``mstar-ray report RUN_DIR``: one self-contained HTML file (plots embedded as PNG) from the run's logs:
 scores against candidates, wall time and cost, the lineage tree, per-category scores of the best against
-the seeds, worker utilisation over time, the population's structural families on a 2-D map, the best
+the seeds, worker utilisation over time, the population's structural clusters on a 2-D map, the best
 program's diff from its seed, and the code itself (``code_view``: the lineage as a tree, each child's diff
 against its parent, the returned program's source)."""
 
@@ -32,7 +32,7 @@ from mstar_ray.search.pareto import ParetoParents  # noqa: E402
 from mstar_ray.search.population import Population  # noqa: E402
 from mstar_ray.search.split import Split  # noqa: E402
 from mstar_ray.state.replay import restore  # noqa: E402
-from mstar_ray.structure.families import Families, population_families  # noqa: E402
+from mstar_ray.structure.population_map import PopulationMap, map_population  # noqa: E402
 from mstar_ray.structure.index import StructureIndex  # noqa: E402
 
 
@@ -148,50 +148,50 @@ def _utilisation_plot(rows) -> str:
     return _png(fig)
 
 
-def _families(run_dir: Path, members) -> Families | None:
-    """The run's own (``structure.json``, computed on its cluster at the end), else computed here from the
+def _population_map(run_dir: Path, members) -> PopulationMap | None:
+    """The run's own (``structure.json``, computed over the Ray cluster at the end), else computed here from the
     population so far (a live or interrupted run)."""
     stored = run_dir / layout.STRUCTURE
     if stored.exists():
-        return Families.model_validate_json(stored.read_text())
+        return PopulationMap.model_validate_json(stored.read_text())
     config = load_run_config(run_dir / layout.CONFIG)
     index = StructureIndex(config.search.structure_level)
     for member in members:
         index.learn(member.id, member.source)
-    return population_families(members, index, seed=config.search.seed)
+    return map_population(members, index, seed=config.search.seed)
 
 
-def _families_section(families: Families | None, rows) -> str:
-    if families is None:
+def _map_section(found: PopulationMap | None, rows) -> str:
+    if found is None:
         return "<p>(no program could be placed)</p>"
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    xs, ys = [x for x, _ in families.coords], [y for _, y in families.coords]
+    xs, ys = [x for x, _ in found.coords], [y for _, y in found.coords]
     markers = "os^Dvp"
-    for family in range(len(families.medoids)):
-        chosen = [i for i, label in enumerate(families.labels) if label == family]
-        points = ax.scatter([xs[i] for i in chosen], [ys[i] for i in chosen], c=[families.scores[i] for i in chosen],
-                            cmap="viridis", vmin=min(families.scores), vmax=max(families.scores) or 1.0,
-                            marker=markers[family % len(markers)], s=30, edgecolors="black", linewidths=0.3,
-                            label=f"family {family + 1}")
-        medoid = families.ids.index(families.medoids[family])
-        ax.annotate(str(family + 1), (xs[medoid], ys[medoid]), fontsize=9, weight="bold",
+    for cluster in range(len(found.medoids)):
+        chosen = [i for i, label in enumerate(found.labels) if label == cluster]
+        points = ax.scatter([xs[i] for i in chosen], [ys[i] for i in chosen], c=[found.scores[i] for i in chosen],
+                            cmap="viridis", vmin=min(found.scores), vmax=max(found.scores) or 1.0,
+                            marker=markers[cluster % len(markers)], s=30, edgecolors="black", linewidths=0.3,
+                            label=f"cluster {cluster + 1}")
+        medoid = found.ids.index(found.medoids[cluster])
+        ax.annotate(str(cluster + 1), (xs[medoid], ys[medoid]), fontsize=9, weight="bold",
                     xytext=(4, 4), textcoords="offset points")
     fig.colorbar(points, ax=ax, label="static score")
-    ax.set_title(f"classical MDS of tree edit distances ({families.level} level); marker: family", fontsize=9)
+    ax.set_title(f"classical MDS of tree edit distances ({found.level} level); marker: cluster", fontsize=9)
     ax.legend(fontsize=7)
     messages = {r.id: r.commit_message for r in rows}
-    table = ["<table><tr><th>family</th><th>programs</th><th>best</th><th>mean</th><th>medoid</th></tr>"]
-    for family, medoid in enumerate(families.medoids):
-        scores = [families.scores[i] for i, label in enumerate(families.labels) if label == family]
-        table.append(f"<tr><td>{family + 1}</td><td>{len(scores)}</td><td>{max(scores):.3f}</td>"
+    table = ["<table><tr><th>cluster</th><th>programs</th><th>best</th><th>mean</th><th>medoid</th></tr>"]
+    for cluster, medoid in enumerate(found.medoids):
+        scores = [found.scores[i] for i, label in enumerate(found.labels) if label == cluster]
+        table.append(f"<tr><td>{cluster + 1}</td><td>{len(scores)}</td><td>{max(scores):.3f}</td>"
                      f"<td>{sum(scores) / len(scores):.3f}</td><td><code>{medoid}</code> "
                      f"{html.escape(messages.get(medoid, ''))}</td></tr>")
     table.append("</table>")
     children = [r for r in rows if r.novelty_parent is not None]
-    sample = (f"<p>the families and the map of a sample of {len(families.ids)} of the {families.programs} programs: the "
+    sample = (f"<p>the clusters and the map of a sample of {len(found.ids)} of the {found.programs} programs: the "
               "best half by static score and a seeded draw of the rest</p>"
-              if families.programs and families.programs > len(families.ids) else "")
-    novelty = (f"<p>mean distance between programs {families.mean_distance:.3f}; silhouette {families.silhouette:.2f}; "
+              if found.programs and found.programs > len(found.ids) else "")
+    novelty = (f"<p>mean distance between programs {found.mean_distance:.3f}; silhouette {found.silhouette:.2f}; "
                f"children's median distance to their parent "
                f"{sorted(r.novelty_parent for r in children)[len(children) // 2]:.3f}</p>" if children else "")
     return _png(fig) + sample + "".join(table) + novelty
@@ -317,7 +317,7 @@ def build_report(run_dir: Path) -> str:
         ("Per category: the best against the seeds", _category_plot(best_row, seed_rows)),
         ("Worker utilisation", _utilisation_plot(rows + screened)),
         ("Pareto front", _pareto_section(config, split, state.population)),
-        ("Structural families", _families_section(_families(run_dir, state.members), rows)),
+        ("Structural clusters", _map_section(_population_map(run_dir, state.members), rows)),
         ("The best program's diff from its seed", f"<pre>{html.escape(diff)}</pre>"),
         ("Lineage tree", lineage_tree(nodes, best_id)),
         ("Changes: each candidate against its parent", diffs_section(nodes, best_id, source)),

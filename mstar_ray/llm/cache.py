@@ -2,8 +2,9 @@
 
 A store is anything with ``get_many``/``put_many``, and ``reserve``/``abandon`` for requests in flight.
 ``SqliteCache`` is the one store that holds data: a file in the run directory, so it survives a resume. On a
-cluster a single ``CacheActor`` on the driver's node owns that file and every worker reaches it through a
-``RemoteCache`` handle, so a worker on one node hits what a worker on another wrote (SQLite on a network file
+cluster a single cache actor on the driver's node owns that file and every worker reaches it through a
+``Remote`` proxy (``actors.run_services``), so a worker on one node hits what a worker on another wrote (SQLite
+on a network file
 system would not be safe). The first value written for a key wins: every later reader replays the same
 reply, which keeps a resumed run consistent.
 

@@ -1,7 +1,9 @@
 """Errors of the LLM layer, importable without the ``openai`` package (the CLI catches them)."""
 
+from mstar_ray.exit_codes import InfrastructureError
 
-class EndpointError(RuntimeError):
+
+class EndpointError(InfrastructureError):
     """An endpoint that cannot be used: says which role, which URL and which key variable."""
 
 

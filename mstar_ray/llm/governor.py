@@ -1,8 +1,8 @@
 """The run-wide admission and accounting point: limits per endpoint plus the cost ledger and budget.
 
-In a single process a ``Governor`` is used directly; on a cluster one lives inside the ``GatewayActor``
-and workers reach it through ``RemoteGateway``, both with the same calls (``admit``, then ``settle`` or
-``release``, and ``pause``), so every limit and the budget hold across all actors of the run.
+In a single process a ``Governor`` is used directly; on a cluster one is the run's gateway actor
+(``actors.run_services``) and workers reach it through a ``Remote`` proxy, both with the same calls (``admit``,
+then ``settle`` or ``release``, and ``pause``), so every limit and the budget hold across all actors of the run.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
@@ -72,6 +72,12 @@ def admitted(gateway: Gateway, endpoint: str, where: str, sleep: Callable[[float
             sleep(admission.wait_s)
 
 
+def governed_by(settings: LLMSettings) -> dict[str, Any]:
+    """A governor's arguments from the run's llm settings (``Governor.for_settings``, the gateway actor's)."""
+    return {"limits": settings.limits(), "prices": settings.prices, "budget": settings.budget,
+            "max_in_flight": settings.max_in_flight}
+
+
 class Governor:
     def __init__(
         self,
@@ -90,7 +96,7 @@ class Governor:
     @classmethod
     def for_settings(cls, settings: LLMSettings) -> Governor:
         """The run's governor: every endpoint's limits, the run's in-flight bound, prices and budget."""
-        return cls(settings.limits(), settings.prices, settings.budget, max_in_flight=settings.max_in_flight)
+        return cls(**governed_by(settings))
 
     def admit(self, endpoint: str) -> Admission:
         with self._lock:

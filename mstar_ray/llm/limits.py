@@ -1,7 +1,7 @@
 """Per-endpoint admission: requests in flight, requests per minute, and pauses ordered by a 429.
 
 Pure bookkeeping with the clock passed in, so one implementation serves a single process (behind a lock)
-and the whole cluster (inside the ``GatewayActor``). Admission is by lease: a caller that is refused is
+and the whole cluster (in the run's gateway actor). Admission is by lease: a caller that is refused is
 told how long to wait and asks again, so no caller blocks a thread of the actor. A lease expires after
 ``lease_ttl_s`` so that a worker that died while holding one cannot starve the run.
 """

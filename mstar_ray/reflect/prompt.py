@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from sandbox.policy import ALLOWED_IMPORTS
+from mstar_ray.sandbox.python_subset import ALLOWED_IMPORTS
 
 from mstar_ray.reflect.edit_formats import REPAIR_ASK, EditFormat, instructions
 from mstar_ray.reflect.request import ALREADY_EVALUATED, NO_CHANGE, Case, ReflectionRequest

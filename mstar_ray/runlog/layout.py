@@ -22,7 +22,7 @@ Arrow IPC streams fsync'ed after each append.
                            answered, its ETA), rewritten every few seconds; removed at the end
       summary.json         the final summary (whole file, atomic), absent while the run is live
       best.py              the best program's source, written at the end of the run
-      structure.json       the population's structural families and 2-D map, written at the end of the run
+      structure.json       the population's structural clusters and 2-D map, written at the end of the run
       transfer.json        written by mstar-ray transfer: this run's program and the seeds on other runs' tasks
 
 The ``*.arrows`` logs are Arrow IPC *stream* files whose schemas live in ``mstar_ray.runlog.schemas``;

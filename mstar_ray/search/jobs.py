@@ -7,10 +7,12 @@ from typing import Literal
 
 from pydantic import BaseModel, model_validator
 
+from mstar_ray.contract import inspect_program
 from mstar_ray.llm.usage import CallLog
 from mstar_ray.results import EvalReport
+from mstar_ray.search.split import SplitPlan
 from mstar_ray.tasks.adapter import FamilyRef, registered
-from mstar_ray.tasks.model import Item, RawText
+from mstar_ray.tasks.model import Item, RawText, Task
 
 
 Purpose = Literal["screen", "search", "confirm", "test"]  # screen: the cascade's first stage
@@ -60,6 +62,55 @@ class EvalOutcome(BaseModel):
     node_id: str
     worker_pid: int
     calls: list[CallLog] = []  # every LLM request of this evaluation, for the llm_calls log
+
+
+class EvalJobs:
+    """The jobs of one run's evaluations: for each purpose, which texts it writes, which items it asks, which of
+    them score it and which are feedback. One place for the search's evaluations and those after it."""
+
+    def __init__(self, task: Task, plan: SplitPlan, *, judge_all: bool, attribute: bool) -> None:
+        self.task = task
+        self.plan = plan
+        self.judge_all = judge_all  # the judge model on every evaluation (``search.judge_on: all``)
+        self.attribute = attribute
+        self.texts = {t.id: t for t in task.texts}
+        self.items = {q.id: q for q in task.items}
+
+    def questions(self, iteration: int) -> list[str]:
+        """A search evaluation's questions: the static set, then the iteration's rotating questions."""
+        return list(dict.fromkeys(self.plan.split.static + self.plan.rotating(iteration)))
+
+    def search(self, candidate_id: str, source: str, iteration: int) -> EvalJob:
+        # The rotating questions are the feedback slice of a program that learns from feedback (MemRL): they are
+        # training questions, answered before the static ones whose mean is the fitness.
+        questions = self.questions(iteration)
+        static = self.plan.split.static
+        return self._job(candidate_id, source, "search", [self.texts[t] for t in self.plan.written(questions)],
+                         questions, static, judge=self.judge_all, feedback=[q for q in questions if q not in static],
+                         attribute=self.attribute)
+
+    def screen(self, candidate_id: str, source: str) -> EvalJob:
+        """The cascade's first stage: the slice of the static set, with its own texts written, and no feedback
+        slice (every program is screened alike, so slice scores compare)."""
+        split = self.plan.split
+        return self._job(candidate_id, source, "screen", [self.texts[t] for t in split.screen_texts], split.screen,
+                         split.screen, judge=self.judge_all)
+
+    def after_search(self, candidate_id: str, source: str, purpose: Purpose, question_ids: list[str],
+                     text_ids: list[str]) -> EvalJob:
+        """A confirmation or a test. A program that learns from feedback gets it on the static questions first, as
+        in the search it got it on rotating questions before the static ones (with their evidence written too)."""
+        feedback = list(self.plan.split.static) if inspect_program(source).has_feedback else []
+        wanted = {*text_ids, *self.plan.evidence_texts(feedback)}
+        return self._job(candidate_id, source, purpose, [t for t_id, t in self.texts.items() if t_id in wanted],
+                         question_ids + feedback, question_ids, judge=purpose == "test", feedback=feedback)
+
+    def _job(self, candidate_id: str, source: str, purpose: Purpose, texts: list[RawText], question_ids: list[str],
+             static_ids: list[str], *, judge: bool, feedback: list[str] | None = None,
+             attribute: bool = False) -> EvalJob:
+        return EvalJob(candidate_id=candidate_id, source=source, purpose=purpose, task_name=self.task.name,
+                       family=self.task.family, texts=texts, items=[self.items[q] for q in question_ids],
+                       static_ids=static_ids, judge=judge, feedback_ids=feedback or [], attribute=attribute)
 
 
 def static_score(report: EvalReport, static_ids: list[str]) -> float:

@@ -88,11 +88,15 @@ class ParetoParents:
         self._front = [(m, kept) for m, kept in self._front if not _dominates(values, kept)]
         self._front.append((member, values))
 
-    def select(self, population: Population, rng: random.Random) -> Member:
+    def choose(self, population: Population, rng: random.Random) -> Member:
+        """A parent (``search.parents.ParentRule``): a front member, weighted by the objectives it is best on."""
         front = [entry for entry in self.front(population) if entry.best_on > 0]
         if not front:
             raise ValueError("the population is empty")
         return rng.choices([entry.member for entry in front], weights=[entry.best_on for entry in front], k=1)[0]
+
+    def donors(self, population: Population) -> list[Member]:
+        return population.members
 
 
 def _dominates(a: np.ndarray, b: np.ndarray) -> bool:

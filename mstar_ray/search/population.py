@@ -1,20 +1,10 @@
-"""The population: every valid candidate with its static score, append-only, and how a parent is chosen.
-
-Parent selection follows docs/design.md section 4: softmax over static scores with temperature tau; the paper's
-ablations are the other modes: ``greedy`` always takes the best, ``chain`` (no population) always takes
-the newest member, so the search walks one line of descent.
-"""
+"""The population: every valid candidate with its static score, append-only (how a parent is chosen from it:
+``search.parents``)."""
 
 from __future__ import annotations
 
-import math
-import random
-from typing import Literal
-
 from mstar_ray.results import ItemResult
 from mstar_ray.program_id import ProgramIdentity
-
-ParentMode = Literal["softmax", "greedy", "chain", "seeds"]  # and "pareto": mstar_ray.search.pareto
 
 
 class Member(ProgramIdentity):
@@ -52,18 +42,6 @@ class Population:
             raise ValueError("the population is empty")
         return max(self.members, key=lambda m: (m.score, -self.members.index(m)))
 
-    def select_parent(self, rng: random.Random, mode: ParentMode = "softmax", tau: float = 0.15) -> Member:
-        if not self.members:
-            raise ValueError("the population is empty")
-        if mode == "greedy":
-            return self.best()
-        if mode == "chain":
-            return self.members[-1]
-        if mode == "seeds":  # best-of-N: every child one reflection of a seed, none of a child
-            return rng.choice([m for m in self.members if m.origin == "seed"] or self.members)
-        weights = softmax_weights([m.score for m in self.members], tau)
-        return rng.choices(self.members, weights=weights, k=1)[0]
-
     def ancestors(self, member_id: str) -> list[Member]:
         """From the seed down to the member's parent."""
         line: list[Member] = []
@@ -72,13 +50,3 @@ class Population:
             line.append(self._by_id[current])
             current = self._by_id[current].parent
         return list(reversed(line))
-
-
-def softmax_weights(scores: list[float], tau: float) -> list[float]:
-    if tau <= 0:
-        raise ValueError("tau must be positive")
-    top = max(scores)
-    # Shifting by the maximum keeps exp() from overflowing; the distribution is unchanged.
-    raw = [math.exp((s - top) / tau) for s in scores]
-    total = sum(raw)
-    return [r / total for r in raw]

@@ -7,7 +7,7 @@ budget is not here: the LLM gateway reports it, since only the gateway sees ever
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -113,3 +113,33 @@ def stop_conditions(max_candidates: int | None, max_iterations: int | None,
 
 def first_reached(conditions: Sequence[StopCondition], count: SearchCount) -> StopReason | None:
     return next((reason for condition in conditions if (reason := condition.reached(count))), None)
+
+
+class Budget:
+    """The run's budgets as the policy asks them before each new reflection, and why the search stopped starting
+    them: a spent LLM budget (``llm_spent``: the gateway's reason, or None) ends the run at once; a reached stop
+    condition only keeps new reflections from starting."""
+
+    def __init__(self, conditions: Sequence[StopCondition], llm_spent: Callable[[], str | None]):
+        self.conditions = list(conditions)
+        self.llm_spent = llm_spent
+        self.spent: StopReason | None = None  # ends the run now
+        self.reached: StopReason | None = None  # kept the last new reflection from starting
+
+    def allows(self, count: SearchCount) -> bool:
+        """Whether a new reflection may start; else remembers which budget stopped it."""
+        spent = self.llm_spent()
+        if spent:
+            self.spend(spent)
+            return False
+        reached = first_reached(self.conditions, count)
+        if reached:
+            self.reached = reached
+            return False
+        return self.spent is None
+
+    def spend(self, message: str) -> None:
+        self.spent = StopReason("llm_budget", message)
+
+    def reason(self) -> StopReason:
+        return self.spent or self.reached or EXHAUSTED

@@ -1,6 +1,6 @@
 """What the search knows about the structure of the programs it has queued: one structural key each, for
 deduplication, and one tree each (at the run's abstraction level), for the novelty of a newcomer and the
-population's families at the end.
+population's clusters at the end.
 
 Sources are parsed here, never run. A program whose tree cannot be built (a parser limit) gets no key
 and no novelty; it is still evaluated, and its sandbox decides what it is worth.

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import ray
 
-from mstar_ray.actors.run_services import RemoteCache, RemoteGateway
+from mstar_ray.actors.run_services import Remote
 from mstar_ray.actors.wiring import RoleClients
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.reflect.edit_formats import resolve_format
 from mstar_ray.reflect.reflector import LLMReflector, OfflineReflector, ReflectionOutcome
 from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.reflect.smoke import smoke_test
-from mstar_ray.sandbox_host import SandboxLimits, check_layers, shared_fork_server
+from mstar_ray.sandbox_host.process import SandboxLimits, check_layers, shared_fork_server
 
 
 @ray.remote
@@ -23,8 +23,8 @@ class ReflectorActor:
         # evaluation should pay, and a broken install shows at start-up rather than on the first job.
         shared_fork_server()
         # the run's services by name (see run_services): no actor handle among the constructor arguments
-        self.roles = roles = RoleClients(settings, cache=RemoteCache.named(cache_name),
-                                         gateway=RemoteGateway.named(gateway_name))
+        self.roles = roles = RoleClients(settings, cache=Remote.named(cache_name),
+                                         gateway=Remote.named(gateway_name))
         self.embedder = roles.embedder()
         self.limits = limits
         if kind == "llm":

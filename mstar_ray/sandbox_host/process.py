@@ -1,9 +1,10 @@
 """The host side of the sandbox: start a candidate program in its own process and call it under limits.
 
-The operating system is the boundary: the fork server runs in a bubblewrap jail (``sandbox_jail``), each
-candidate in namespaces of its own under an allow-list seccomp filter and Landlock (``sandbox.*``).
+The operating system is the boundary: the fork server runs in a bubblewrap jail (``jail``), each
+candidate in namespaces of its own under an allow-list seccomp filter and Landlock (``mstar_ray.sandbox``,
+``sandbox/`` of a checkout).
 This side trusts nothing the candidate's process sends. It holds the wall-clock deadline (the process is
-killed, not abandoned), validates every frame against a schema (``sandbox_frames``), answers exactly one
+killed, not abandoned), validates every frame against a schema (``frames``), answers exactly one
 reply per request, builds LLM requests itself from a prompt of bounded size, embeds in chunks within
 the call's deadline and a per-call budget, and freezes the process between calls (SIGSTOP), so nothing
 it left running can act, spend or send outside a call: a call's result is only what arrived within it.
@@ -27,15 +28,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mstar_ray import sandbox_jail
-from mstar_ray.sandbox_frames import (
+from mstar_ray.sandbox_host import jail
+from mstar_ray.sandbox_host.frames import (
     DoneFrame, EmbedFrame, LayersFrame, LLMFrame, ProtocolError, ViolationFrame, done_value, parse_frame,
 )
-from mstar_ray.sandbox_fork_server import (
+from mstar_ray.sandbox_host.fork_server import (
     ForkServer, Zygote, namespaces_of, proc_status, receive_with_pid, shared_fork_server,
 )
-from mstar_ray.sandbox_jail import Layer, SandboxStartError, SandboxUnavailable
-from sandbox import wire
+from mstar_ray.sandbox_host.jail import Layer, SandboxStartError, SandboxUnavailable
+from mstar_ray.sandbox import wire
 
 LLMHandler = Callable[[list[dict[str, str]]], str]
 EmbedHandler = Callable[[list[str]], list[list[float]]]
@@ -74,7 +75,7 @@ class SandboxLimits(BaseModel):
     disk_mb: int = Field(256, ge=1, description="size of the candidate's folder (its own tmpfs)")
     disk_inodes: int = Field(10_000, ge=64, description="files and folders the candidate's folder may hold")
     require: list[Layer] = Field(
-        default_factory=lambda: list(sandbox_jail.LAYERS),
+        default_factory=lambda: list(jail.LAYERS),
         description="layers without which the sandbox refuses to run a program; leave one out to run without it "
         "on purpose (the machine cannot give it)")
 

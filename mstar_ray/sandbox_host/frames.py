@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
 
-from sandbox import wire
+from mstar_ray.sandbox import wire
 
 # The most lists and objects an honest frame holds (a done frame's logs and the like).
 MAX_CONTAINERS = 16

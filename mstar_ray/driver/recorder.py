@@ -1,0 +1,62 @@
+"""The observer the driver attaches to the search policy (``driver.policy.SearchObserver``): each transition,
+with what its evaluation left, goes to the run directory (programs, the candidates, results, llm_calls and
+events logs), and the live line gets the messages and the model requests' counts. The counts of the search
+itself are the policy's ``SearchState``, read where they are shown, never copied."""
+
+from __future__ import annotations
+
+from mstar_ray.driver.policy import EvaluationRecord
+from mstar_ray.driver.progress import Progress, ProgressState
+from mstar_ray.driver.run_dir import RunDir
+from mstar_ray.reflect.reflector import Child, ReflectionOutcome
+from mstar_ray.reflect.request import ReflectionRequest
+from mstar_ray.state.candidate import Candidate
+from mstar_ray.state.transitions import Duplicate, Evaluated, Failed, Queued, Screened, Transition, Violated
+
+
+class RunRecorder:
+    def __init__(self, run_dir: RunDir, progress: Progress, shown: ProgressState):
+        self.run_dir = run_dir
+        self.progress = progress
+        self.shown = shown
+
+    def applied(self, transition: Transition, *, node_id: str | None = None,
+                evaluation: EvaluationRecord | None = None) -> None:
+        """What the transition leaves in the other logs and programs/, then its own events row (which a resume
+        replays)."""
+        match transition:
+            case Queued(candidate=candidate):
+                self.run_dir.write_program(candidate.source)
+            case Duplicate(candidate=candidate, original=original, score=score):
+                self.run_dir.write_duplicate(candidate, original, score)
+            case Failed(candidate=candidate, error=error):
+                self.run_dir.write_failed(candidate, error)
+            case Screened(candidate=candidate, bar=bar, passed=passed) if evaluation is not None:
+                self.run_dir.write_screening(candidate, evaluation.outcome, evaluation.splits,
+                                             written=evaluation.written, threshold=bar, passed=passed)
+            case Evaluated(candidate=candidate) | Violated(candidate=candidate) if evaluation is not None:
+                self.run_dir.write_evaluation(
+                    candidate, evaluation.outcome, evaluation.splits, written=evaluation.written,
+                    static_evidence=evaluation.static_evidence, interval=evaluation.interval,
+                    challenge=evaluation.challenge, screen_score=evaluation.screen_score)
+        if evaluation is not None:
+            report = evaluation.outcome.report
+            for usage in [*report.llm.values(), *([report.embedding] if report.embedding else [])]:
+                self.shown.requests += usage.requests
+                self.shown.cache_hits += usage.cache_hits
+        self.run_dir.record(transition, node_id=node_id)
+
+    def started(self, candidate: Candidate, purpose: str, detail: str) -> None:
+        self.run_dir.event("started", candidate=candidate.id, iteration=candidate.iteration, work="evaluation",
+                           purpose=purpose, detail=detail)
+
+    def reflected(self, request: ReflectionRequest, outcome: ReflectionOutcome) -> None:
+        child = outcome.result.id if isinstance(outcome.result, Child) else None
+        self.run_dir.write_calls(outcome.calls, candidate=child, parent=request.parent_id)
+
+    def resumed(self, iteration: int, detail: str) -> None:
+        self.run_dir.event("resumed", iteration=iteration, detail=detail)
+        self.progress.message(f"resumed: {detail}")
+
+    def say(self, text: str) -> None:
+        self.progress.message(text)
