@@ -10,8 +10,10 @@ Three ways to evaluate, all on the same sandbox, backend, endpoint client and em
 
 - the fully serial loop: ``evaluate`` with the serial protocol (every call waits for the one before);
 - the reference's shape (wbopan/mstar, ``src/mstar/evolution/evaluator.py``): one process, one candidate at a
-  time, each evaluation in barrier rounds on a 64-thread pool: every extraction, then the writes in order, every
-  query, then the reads in order, every answer (written here after that description, on this project's parts);
+  time, the program executed in that process (no sandbox), each evaluation in barrier rounds on a 64-thread
+  pool: every extraction, then the writes in order, every query, then **every read at once on the pool**
+  (one knowledge base shared by the threads), every answer (written here after that description, on this
+  project's backend, endpoint client, embedder and toolkit);
 - ours: the pipelined evaluation (``mstar_ray.agent.pipeline``), E of them at once on evaluator actors sharing
   the run's gateway actor (the cluster-wide in-flight limit) and cache actor.
 
@@ -56,7 +58,8 @@ from mstar_ray.families.step import Shown  # noqa: E402
 from mstar_ray.llm.endpoint import EndpointConfig  # noqa: E402
 from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings  # noqa: E402
 from mstar_ray.program_id import program_id  # noqa: E402
-from mstar_ray.sandbox_host.process import Sandbox, SandboxLimits  # noqa: E402
+from mstar_ray.sandbox_host.process import SandboxLimits  # noqa: E402
+from mstar_ray.sandbox.toolkit import Toolkit  # noqa: E402
 from mstar_ray.search.jobs import EvalJob  # noqa: E402
 from mstar_ray.tasks.model import Task  # noqa: E402
 from mstar_ray.tasks.registry import load_task  # noqa: E402
@@ -118,23 +121,39 @@ class InFlight:
         return sum(self.samples) / len(self.samples) if self.samples else 0.0
 
 
+def _in_process(source: str, backend, embedder) -> dict:
+    """The program executed in this process, as the reference runs it: its namespace, with a knowledge base on
+    a toolkit whose LLM and embedding requests go straight to this process's backend and embedder."""
+    namespace: dict = {"__name__": "program"}
+    exec(compile(source, "program.py", "exec"), namespace)
+
+    def ask(request: dict) -> dict:
+        if request["op"] == "llm":
+            return {"ok": True, "text": backend.toolkit_completion([{"role": "user", "content": request["prompt"]}])}
+        return {"vectors": embedder.embed(request["texts"])}
+
+    namespace["kb"] = namespace["KnowledgeBase"](Toolkit(ask, tempfile.mkdtemp(prefix="bench-reference-")))
+    return namespace
+
+
 def reference_shape(source: str, task: Task, roles: RoleClients, pool: concurrent.futures.Executor) -> float:
-    """One evaluation in the reference's barrier rounds; returns its mean token F1 (a check that it did the work)."""
+    """One evaluation in the reference's barrier rounds, its reads at once on the pool; returns its mean token F1
+    (a check that it did the work)."""
     info = inspect_program(source)
     constants, schema = info.constants, info.schema
     backend, embedder = roles.backend(), roles.embedder()
-    with Sandbox(source, limits=LIMITS, llm=backend.toolkit_completion, embed=embedder.embed) as sandbox:
-        sandbox.start()
-        items = list(pool.map(lambda text: backend.extract_item(
-            constants["INSTRUCTION_KNOWLEDGE_ITEM"], schema.knowledge_item, text.text), task.texts))
-        for text, item in zip(task.texts, items):
-            sandbox.write(item, text.text)
-        queries = list(pool.map(lambda q: backend.build_query(constants["INSTRUCTION_QUERY"], schema.query, q.question),
-                                task.items))
-        contexts = [(outcome.value if outcome.ok else "") for outcome in map(sandbox.read, queries)]
-        answers = list(pool.map(lambda pair: backend.perform(ANSWER, Shown(
-            constants["INSTRUCTION_RESPONSE"], constants["ALWAYS_ON_KNOWLEDGE"], pair[0]), pair[1].question),
-                                zip(contexts, task.items)))
+    program = _in_process(source, backend, embedder)
+    kb, item_class, query_class = program["kb"], program["KnowledgeItem"], program["Query"]
+    items = list(pool.map(lambda text: backend.extract_item(
+        constants["INSTRUCTION_KNOWLEDGE_ITEM"], schema.knowledge_item, text.text), task.texts))
+    for text, item in zip(task.texts, items):
+        kb.write(item_class(**item), text.text)
+    queries = list(pool.map(lambda q: backend.build_query(constants["INSTRUCTION_QUERY"], schema.query, q.question),
+                            task.items))
+    contexts = list(pool.map(lambda query: str(kb.read(query_class(**query)))[:3000], queries))
+    answers = list(pool.map(lambda pair: backend.perform(ANSWER, Shown(
+        constants["INSTRUCTION_RESPONSE"], constants["ALWAYS_ON_KNOWLEDGE"], pair[0]), pair[1].question),
+                            zip(contexts, task.items)))
     return sum(token_f1(a, q.answer) for a, q in zip(answers, task.items)) / len(task.items)
 
 
