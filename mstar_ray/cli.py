@@ -17,7 +17,8 @@ from pathlib import Path
 from mstar_ray.contract import ContractError, check_source
 from mstar_ray.envs.base import EnvFailure
 from mstar_ray.exit_codes import (EXIT_BUDGET, EXIT_ENDPOINT, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_PROGRAM, EXIT_SIGINT,
-                                  EXIT_SIGTERM, InfrastructureError, InputError, MissingInput, Terminated)
+                                  EXIT_SIGTERM, ANNOUNCED, InfrastructureError, InputError, MissingInput, Terminated,
+                                  resume_line)
 from mstar_ray.llm.errors import BudgetExceeded
 from mstar_ray.sandbox_host.jail import LAYERS
 from mstar_ray.terminal import printable
@@ -513,9 +514,10 @@ def _interrupted(args: argparse.Namespace, exc: KeyboardInterrupt) -> int:
     """Work in flight is abandoned (Ray's workers go with the driver); what finished is in the run's logs."""
     what, code = ("SIGTERM", EXIT_SIGTERM) if isinstance(exc, Terminated) else ("Ctrl-C", EXIT_SIGINT)
     folder = _run_dir(args) if args.command == "run" else None
-    if folder is not None and (folder / "config.yaml").is_file():
-        print(f"stopped by {what}; finished work is kept: resume with  mstar-ray run --resume {folder}",
-              file=sys.stderr)
+    if ANNOUNCED in getattr(exc, "__notes__", ()):
+        pass  # the run said how to resume as soon as its logs were closed
+    elif folder is not None and (folder / "config.yaml").is_file():
+        print(resume_line(what, folder), file=sys.stderr)
     else:
         print(f"stopped by {what}", file=sys.stderr)
     return code

@@ -9,6 +9,7 @@ all in one repair round.
 from __future__ import annotations
 
 import ast
+import threading
 import warnings
 from dataclasses import dataclass
 
@@ -307,6 +308,9 @@ class _Checker:
                                            f"{prompt} prompt; at most {DECLARED_PROMPT_MAX_CHARS:,} allowed")
 
 
+_PARSING = threading.Lock()
+
+
 class TreeTooLarge(ValueError):
     """A syntax tree beyond ``MAX_TREE_NODES`` or ``MAX_TREE_DEPTH``."""
 
@@ -315,7 +319,10 @@ def bounded_parse(source: str, mode: str = "exec") -> ast.AST:
     """``ast.parse`` that raises only ``SyntaxError`` (for anything the parser refuses, null bytes and the
     parser's own recursion limit included) or ``TreeTooLarge``: every later walk of the tree is bounded."""
     try:
-        with warnings.catch_warnings():  # the candidate's own (invalid escapes...): nothing for the host to print
+        # One parse at a time in a process: CPython 3.11's AST conversion keeps its recursion depth in shared
+        # state that two threads parsing at once corrupt (SystemError "AST constructor recursion depth
+        # mismatch", seen here with three evaluations in threads), and catch_warnings is process-wide too.
+        with _PARSING, warnings.catch_warnings():  # the candidate's own warnings: nothing for the host to print
             warnings.simplefilter("ignore")
             tree = ast.parse(source, mode=mode)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:

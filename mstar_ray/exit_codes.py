@@ -36,3 +36,11 @@ class MissingInput(InputError, FileNotFoundError):
 class Terminated(KeyboardInterrupt):
     """SIGTERM (as ``ray job stop`` and most supervisors send), raised like Ctrl-C's ``KeyboardInterrupt`` so
     that both stop a command the same way; only the exit code differs."""
+
+
+# Noted on an interrupt once the run has said how to resume (so the command does not say it twice).
+ANNOUNCED = "mstar-ray: the resume line was printed"
+
+
+def resume_line(what: str, run_dir: object) -> str:
+    return f"stopped by {what}; finished work is kept: resume with  mstar-ray run --resume {run_dir}"

@@ -7,7 +7,7 @@ from pathlib import Path
 from mstar_ray.actors.wiring import probe_endpoints
 from mstar_ray.driver.progress import Progress
 from mstar_ray.driver.run_dir import RunDir
-from mstar_ray.exit_codes import EXIT_ENDPOINT, EXIT_OK, InputError, MissingInput, Terminated
+from mstar_ray.exit_codes import ANNOUNCED, EXIT_ENDPOINT, EXIT_OK, InputError, MissingInput, Terminated, resume_line
 from mstar_ray.families import family
 from mstar_ray.llm.errors import EndpointError
 from mstar_ray.run_config import check_served_models, load_run_config, resolve_seeds
@@ -74,9 +74,14 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
             progress.message(f"error: {exc}\nfinished work is kept in {directory.path}")
             return EXIT_ENDPOINT
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: what is in flight is abandoned, a resume re-issues it
-            directory.event("stopped", detail="interrupted by " + ("SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"))
-            _stop(serving)
+            what = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"
+            directory.event("stopped", detail=f"interrupted by {what}")
             directory.close()
+            # Said before Ray and the served models are shut down, which takes seconds: `ray job stop` kills a
+            # job's driver 3 s after its SIGTERM, and the line must be in the job's log by then.
+            progress.message(resume_line(what, directory.path))
+            exc.add_note(ANNOUNCED)
+            _stop(serving)
             raise
     finally:
         _stop(serving)
