@@ -39,6 +39,8 @@ import sys
 import tempfile
 import threading
 import time
+import types
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,7 +126,9 @@ class InFlight:
 def _in_process(source: str, backend, embedder) -> dict:
     """The program executed in this process, as the reference runs it: its namespace, with a knowledge base on
     a toolkit whose LLM and embedding requests go straight to this process's backend and embedder."""
-    namespace: dict = {"__name__": "program"}
+    module = types.ModuleType(f"bench_program_{uuid.uuid4().hex}")
+    sys.modules[module.__name__] = module  # dataclasses look their module up there
+    namespace = module.__dict__
     exec(compile(source, "program.py", "exec"), namespace)
 
     def ask(request: dict) -> dict:
