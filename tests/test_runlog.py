@@ -261,7 +261,10 @@ def test_a_sigkilled_writer_loses_at_most_the_append_in_flight(tmp_path):
             lines.append(line)
         time.sleep(0 if trial % 2 == 0 else rng.uniform(0, 0.01))  # mid-write, or anywhere later
         child.send_signal(signal.SIGKILL)
-        out, err = child.communicate(timeout=30)
+        # read the rest through the same text stream: readline() may have buffered counts printed after
+        # "big", which communicate() (reading the raw pipe) would never see
+        out, err = child.stdout.read(), child.stderr.read()
+        child.wait(timeout=30)
         assert child.returncode == -signal.SIGKILL, err
         counts = [int(token) for token in "".join(lines).split() + out.split() if token != "big"]
         confirmed = counts[-1] if counts else written

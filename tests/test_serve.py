@@ -120,7 +120,9 @@ def kill_replica(record) -> None:
 def test_a_call_in_flight_on_a_replica_that_dies_is_retried_and_answered_by_its_replacement(local_ray):
     serving = Serving(serve_config(local_ray), lambda message: None)
     [started] = serving.start(local_ray=True)
-    settings = LLMSettings.model_validate({"task": {"served": "smollm2", "max_tokens": 200}}).at_served(serving.urls)
+    # retries enough to outlast the replacement replica loading its model on a loaded machine (four were not)
+    settings = LLMSettings.model_validate(
+        {"task": {"served": "smollm2", "max_tokens": 200, "max_retries": 10}}).at_served(serving.urls)
     client = LLMClient(ChatEndpoint("task", settings.task))
     answer: dict = {}
     prompt = [{"role": "user", "content": "Write a long story about a lighthouse keeper and the sea."}]
