@@ -104,30 +104,32 @@ class ScriptedServer:
                             latency = server.latency_for(request["messages"])
                 try:
                     time.sleep(latency)
-                    if failure is not None and failure[0] == RESET:
-                        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                        self.close_connection = True
-                        self.connection.close()
-                    elif failure is not None:
-                        status, headers = failure
-                        message = "the request exceeds the available context size" if status == 400 else f"scripted {status}"
-                        self._send(status, {"error": {"message": message, "type": "scripted"}}, headers)
-                    elif self.path.endswith("/embeddings"):
-                        inputs = request["input"] if isinstance(request["input"], list) else [request["input"]]
-                        data = [{"object": "embedding", "index": i, "embedding": [float(len(t)), 1.0, 0.5]}
-                                for i, t in enumerate(inputs)]
-                        tokens = sum(len(t.split()) for t in inputs)
-                        self._send(200, {"object": "list", "data": data, "model": request.get("model"),
-                                         "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
-                    else:
-                        self._send(200, {
-                            "id": "c1", "object": "chat.completion", "created": 0, "model": request.get("model"),
-                            "choices": [{"index": 0, "finish_reason": "stop",
-                                         "message": {"role": "assistant", "content": content}}],
-                            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-                        })
                 finally:
+                    # counted out before the reply is written: a client holding its reply may send its next
+                    # request before this thread would get back to the lock
                     with server._lock:
                         server.in_flight -= 1
+                if failure is not None and failure[0] == RESET:
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.close_connection = True
+                    self.connection.close()
+                elif failure is not None:
+                    status, headers = failure
+                    message = "the request exceeds the available context size" if status == 400 else f"scripted {status}"
+                    self._send(status, {"error": {"message": message, "type": "scripted"}}, headers)
+                elif self.path.endswith("/embeddings"):
+                    inputs = request["input"] if isinstance(request["input"], list) else [request["input"]]
+                    data = [{"object": "embedding", "index": i, "embedding": [float(len(t)), 1.0, 0.5]}
+                            for i, t in enumerate(inputs)]
+                    tokens = sum(len(t.split()) for t in inputs)
+                    self._send(200, {"object": "list", "data": data, "model": request.get("model"),
+                                     "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+                else:
+                    self._send(200, {
+                        "id": "c1", "object": "chat.completion", "created": 0, "model": request.get("model"),
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": content}}],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                    })
 
         return Handler
