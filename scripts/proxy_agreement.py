@@ -11,7 +11,9 @@ PROGRAMS_DIR holds one ``<id>.py`` per program; SCORES.json maps each id to its 
 conversation (``--limit`` questions spread over categories, ``--texts`` texts written: the two options bound the
 work), and the script prints, per conversation and for the mean over conversations, Spearman's rho and Kendall's
 tau-b between the two scores, then every program's pair. A program that fails in the sandbox scores what its
-answers scored (0 where it never answered) and is marked.
+answers scored (0 where it never answered) and is marked. A LoCoMo ``--limit`` keeps the first questions of each
+category, which LoCoMo lists in session order: they ask about the first sessions only, which flatters a program
+that reads only the start of a conversation. Figures meant to stand for a model's score use every question.
 
 The M* reference's LoCoMo search (its programs and their token F1 with GPT-5.4-mini) is one such set. Its code
 stays outside this repository; to measure on it, fetch the repository yourself and let the script extract it:
