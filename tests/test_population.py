@@ -7,6 +7,7 @@ import random
 import pytest
 
 from mstar_ray.search.parents import Chain, Greedy, Softmax, parent_rule, softmax_weights
+from mstar_ray.results import ItemResult
 from mstar_ray.search.population import Member, Population
 
 
@@ -62,3 +63,24 @@ def test_ancestors_run_from_the_seed_down(population):
 def test_a_member_is_added_once(population):
     with pytest.raises(ValueError, match="already"):
         population.add(member("a", 0.3))
+
+
+def answered(id_: str, score: float, parent: str | None, answers: dict[str, str]) -> Member:
+    results = [ItemResult(id=q, category="c", question=q, expected="e", prediction=a, score=score) for q, a in answers.items()]
+    return member(id_, score, parent).model_copy(update={"results": results})
+
+
+def test_a_child_that_answers_as_its_parent_is_not_drawn_as_a_parent_again():
+    pop = Population()
+    pop.add(answered("seed", 0.4, None, {"q1": "Fiat", "q2": "Lisbon"}))
+    # the same answers to every question both were asked (a rotating question of its own aside): its parent again
+    pop.add(answered("clone", 0.4, "seed", {"q1": "Fiat", "q2": "Lisbon", "q3": "pottery"}))
+    # one answer differs, though the score is the same: another program
+    pop.add(answered("other", 0.4, "seed", {"q1": "Fiat", "q2": "Porto"}))
+    pop.add(answered("better", 0.5, "seed", {"q1": "Fiat", "q2": "Lisbon"}))
+    assert [m.id for m in pop.distinct()] == ["seed", "other", "better"]
+    rng = random.Random(0)
+    picks = {Softmax(0.15).choose(pop, rng).id for _ in range(2000)}
+    assert picks == {"seed", "other", "better"}
+    # the clone still counts for everything else: it is a member, a donor, and may be the best
+    assert "clone" in pop and pop.get("clone") in Softmax(0.15).donors(pop)

@@ -117,6 +117,28 @@ def test_when_every_change_failed_there_is_no_child():
                                         commit_message=child.description, score=0.1, delta=-0.1))
 
 
+def test_parts_a_child_changed_without_moving_the_score_are_edited_last():
+    parent = seed_source("experience_learner")
+    answering = cases("answering")
+    first = [reflect(parent, [parent], random.Random(s), failures=answering) for s in range(DRAWS)]
+    assert Counter(c.kind for c in first).most_common(1)[0][0] == "edit_instruction"
+    # a child that reworded one prompt and scored exactly what the parent scored: the agent ignores prompts
+    prompts = ["INSTRUCTION_KNOWLEDGE_ITEM", "INSTRUCTION_QUERY", "INSTRUCTION_RESPONSE", "ALWAYS_ON_KNOWLEDGE"]
+    no_effect = LineageEntry(id="c" * 16, relation="child", commit_message="reword the response prompt",
+                             score=0.3, delta=0.0, changed=["INSTRUCTION_RESPONSE"])
+    after = [reflect(parent, [parent], random.Random(s), failures=answering, lineage=[no_effect])
+             for s in range(DRAWS)]
+    assert all(not set(changed_pieces(parent, c.source)) <= set(prompts) for c in after)
+    # a child that moved the score, even down, says the part matters: it is edited again
+    moved = no_effect.model_copy(update={"delta": -0.01})
+    again = [reflect(parent, [parent], random.Random(s), failures=answering, lineage=[moved]) for s in range(DRAWS)]
+    assert any(c.kind == "edit_instruction" for c in again)
+    # and when nothing else may change, an inert part is still edited rather than nothing
+    only_prompts = reflect(parent, [parent], random.Random(0), failures=answering, lineage=[no_effect],
+                           frozen_code=True)
+    assert only_prompts.kind == "edit_instruction"
+
+
 def test_the_frozen_parts_hold():
     parent = seed_source("experience_learner")
     for s in range(DRAWS):

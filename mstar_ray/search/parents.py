@@ -38,8 +38,9 @@ class Softmax(_DonorsFromAll):
     tau: float
 
     def choose(self, population: Population, rng: random.Random) -> Member:
-        weights = softmax_weights([m.score for m in population.members], self.tau)
-        return rng.choices(population.members, weights=weights, k=1)[0]
+        members = population.distinct()
+        weights = softmax_weights([m.score for m in members], self.tau)
+        return rng.choices(members, weights=weights, k=1)[0]
 
 
 class Greedy(_DonorsFromAll):

@@ -42,6 +42,20 @@ class Population:
             raise ValueError("the population is empty")
         return max(self.members, key=lambda m: (m.score, -self.members.index(m)))
 
+    def distinct(self) -> list[Member]:
+        """The members less those that answer as their parent does: the same answer to every question both were
+        asked. Such a child changed nothing the task agent acts on (a prompt an agent ignores, the order of a
+        list nothing reads in order); to parent selection it is its parent again, so it is not drawn twice."""
+        return [m for m in self.members if not self._answers_as_parent(m)]
+
+    def _answers_as_parent(self, member: Member) -> bool:
+        parent = self._by_id.get(member.parent) if member.parent is not None else None
+        if parent is None or parent.score != member.score or not member.results:
+            return False
+        asked = {r.id: r.prediction for r in parent.results}
+        shared = [r for r in member.results if r.id in asked]
+        return bool(shared) and all(asked[r.id] == r.prediction for r in shared)
+
     def ancestors(self, member_id: str) -> list[Member]:
         """From the seed down to the member's parent."""
         line: list[Member] = []

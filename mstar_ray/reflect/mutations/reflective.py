@@ -12,7 +12,10 @@ already failed. This reads the same and turns it into a choice among the generic
 - cues in the cases add to that: a question about when, whose context holds no date of the answer, asks for
   dated items; a question about now asks for recency;
 - a change whose description matches a child of this parent that scored no better (or never was scored) is
-  never proposed again: lineage.
+  never proposed again: lineage;
+- the parts of the parent that a child changed without moving its score at all (``inert_pieces``: a prompt
+  the task agent does not read, an order nothing reads in order) are where the failures do not come from:
+  an edit that touches only those is taken only when no other applies.
 
 The edits are those the paper reports its evolved programs made (hybrid keyword and vector retrieval, at
 most k chunks per session, date-aware items), each generic over the contract: nothing here knows a seed or
@@ -30,7 +33,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from mstar_ray import text as tx
-from mstar_ray.contract import LOGIC_CLASS
+from mstar_ray.contract import LOGIC_CLASS, REQUIRED_CONSTANTS
+from mstar_ray.program_ast import changed_pieces
 from mstar_ray.reflect.mutations.dates import date_aware_writes, write_per_line
 from mstar_ray.reflect.mutations.engine import Mutation, NoMutation, _methods, _module_class, _weighted_shuffle
 from mstar_ray.reflect.mutations.instructions import edit_instruction
@@ -58,6 +62,14 @@ TRIES_PER_KIND = 4  # draws of a kind with random choices (which number, which s
 # Where a commit message says why: cut off before lineage compares changes.
 WHY = " (why: "
 _NOW = re.compile(r"\b(now|current|currently|still|latest|these days|anymore)\b", re.IGNORECASE)
+
+
+def inert_pieces(lineage: Sequence[LineageEntry]) -> set[str]:
+    """Parts of this parent that a child changed without moving its score at all (a delta of exactly 0). The
+    four prompts are one part: the agent that ignored one rewording reads them all the same way."""
+    inert = {piece for e in lineage if e.relation == "child" and e.delta is not None and abs(e.delta) < 1e-9
+             for piece in e.changed}
+    return inert | set(REQUIRED_CONSTANTS) if inert & set(REQUIRED_CONSTANTS) else inert
 
 
 def _why_free(message: str) -> str:
@@ -133,7 +145,7 @@ def _names_used(tree: ast.Module, method: str) -> set[str]:
     return used
 
 
-def _editors(parent: str, population: Sequence[str], known: frozenset[str]) -> dict[str, Callable[[random.Random], Mutation]]:
+def editors(parent: str, population: Sequence[str], known: frozenset[str]) -> dict[str, Callable[[random.Random], Mutation]]:
     tree = ast.parse(parent)
     write, read = _names_used(tree, "write"), _names_used(tree, "read")
     caps = _read_caps(tree).names
@@ -187,18 +199,27 @@ def reflect(
                and not (frozen_instructions and k in INSTRUCTION_KINDS)]
     failed = failed_changes(lineage) | {_why_free(d) for d in exclude}
     known = frozenset(population_sources)
-    editors = _editors(parent_source, population_sources, known)
+    edits = editors(parent_source, population_sources, known)
     shares, cue = stage_shares(failures, stage_counts), cues(failures)
+    inert = inert_pieces(lineage)
     skipped: list[str] = []
+    deferred: list[tuple[str, Mutation]] = []
     for kind in _weighted_shuffle(allowed, [weights[k] ** 2 for k in allowed], rng):
         for _ in range(TRIES_PER_KIND):
             try:
-                mutation = editors[kind](rng)
+                mutation = edits[kind](rng)
             except NoMutation:
                 break
             if _why_free(mutation.description) in failed:
                 skipped.append(mutation.description)
                 continue
+            if inert and set(changed_pieces(parent_source, mutation.source)) <= inert:
+                # A child changed these parts and the score did not move: the failures come from elsewhere.
+                deferred.append((kind, mutation))
+                break
             return replace(mutation, description=f"{mutation.description}{WHY}{_why(kind, shares, cue)})")
+    if deferred:
+        kind, mutation = deferred[0]
+        return replace(mutation, description=f"{mutation.description}{WHY}{_why(kind, shares, cue)})")
     tried = f"; every applicable change already failed on this parent ({len(skipped)} skipped)" if skipped else ""
     raise NoMutation(f"no edit applies (allowed: {', '.join(allowed) or 'none'}){tried}")
