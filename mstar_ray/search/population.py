@@ -20,6 +20,7 @@ class Population:
     def __init__(self) -> None:
         self.members: list[Member] = []
         self._by_id: dict[str, Member] = {}
+        self._doubles: set[str] = set()  # members that answer as their parent does (``distinct``)
 
     def __len__(self) -> int:
         return len(self.members)
@@ -35,6 +36,8 @@ class Population:
             raise ValueError(f"candidate {member.id} is already in the population")
         self.members.append(member)
         self._by_id[member.id] = member
+        if self._answers_as_parent(member):
+            self._doubles.add(member.id)
 
     def best(self) -> Member:
         """Highest static score; the earlier member wins a tie, so seeds beat copies of themselves."""
@@ -46,7 +49,7 @@ class Population:
         """The members less those that answer as their parent does: the same answer to every question both were
         asked. Such a child changed nothing the task agent acts on (a prompt an agent ignores, the order of a
         list nothing reads in order); to parent selection it is its parent again, so it is not drawn twice."""
-        return [m for m in self.members if not self._answers_as_parent(m)]
+        return [m for m in self.members if m.id not in self._doubles]
 
     def _answers_as_parent(self, member: Member) -> bool:
         parent = self._by_id.get(member.parent) if member.parent is not None else None
