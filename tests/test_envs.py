@@ -71,7 +71,8 @@ def test_a_hang_is_killed_at_its_deadline_and_the_next_call_gets_a_fresh_process
 def test_a_process_that_dies_and_an_engine_that_breaks_are_crashes(env):
     observation = env.reset(TWC, 30)
     os.kill(env.pid, signal.SIGKILL)
-    with pytest.raises(EnvCrashed, match=r"its process died during the action 'inventory' \(exit code -9\)"):
+    # whether the kill has landed when the action is sent is a race: either way the process died under it
+    with pytest.raises(EnvCrashed, match=r"its process died (before|during) the action 'inventory' \(exit code -9\)"):
         env.step(observation.actions[0], 10)
     observation = env.reset(TWC, 30)
     jvm = int(Path(f"/proc/{env.pid}/task/{env.pid}/children").read_text().split()[0])
