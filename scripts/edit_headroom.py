@@ -1,13 +1,15 @@
 """How much better can the offline reflector's code edits make a run's seeds? Every combination of up to
 ``--depth`` of its structural edits is applied to each seed of a run config and evaluated on every question of
 the config's task, with the config's task agent. The best edited program's lead over the best seed, with its
-paired interval on the same questions, is the most a search of that config could find with those edits
-applied at most ``--depth`` at a time (their random choices fixed).
+paired interval on the same questions, measures what a search of that config could find with those edits
+applied at most ``--depth`` at a time (their random choices fixed); crossover, which borrows from programs
+the search makes, is not counted.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python scripts/edit_headroom.py experiments/quickstart.yaml \\
         [--set task.seed=100] [--depth 3]
 
-Instruction edits are left out: they change only the prompts, which the offline agent does not read. A gain
+Instruction edits are left out: they change only the prompts, which the offline agent does not read (with a
+model as the task agent they would count, and this script does not measure them). A gain
 the split cannot tell from noise is no gain a search can prove, so a headroom under the split's interval
 means the search has nothing to find, however it searches.
 """
