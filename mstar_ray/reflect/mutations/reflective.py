@@ -202,6 +202,10 @@ def reflect(
     edits = editors(parent_source, population_sources, known)
     shares, cue = stage_shares(failures, stage_counts), cues(failures)
     inert = inert_pieces(lineage)
+
+    def explained(kind: str, mutation: Mutation) -> Mutation:
+        return replace(mutation, description=f"{mutation.description}{WHY}{_why(kind, shares, cue)})")
+
     skipped: list[str] = []
     deferred: list[tuple[str, Mutation]] = []
     for kind in _weighted_shuffle(allowed, [weights[k] ** 2 for k in allowed], rng):
@@ -217,9 +221,8 @@ def reflect(
                 # A child changed these parts and the score did not move: the failures come from elsewhere.
                 deferred.append((kind, mutation))
                 break
-            return replace(mutation, description=f"{mutation.description}{WHY}{_why(kind, shares, cue)})")
+            return explained(kind, mutation)
     if deferred:
-        kind, mutation = deferred[0]
-        return replace(mutation, description=f"{mutation.description}{WHY}{_why(kind, shares, cue)})")
+        return explained(*deferred[0])
     tried = f"; every applicable change already failed on this parent ({len(skipped)} skipped)" if skipped else ""
     raise NoMutation(f"no edit applies (allowed: {', '.join(allowed) or 'none'}){tried}")
