@@ -67,14 +67,13 @@ def main() -> int:
     task = task_from_config(config.task)
     print(f"{task.name}: {len(task.items)} questions, {len(task.texts)} texts, agent {backend.name}; "
           f"edits combined up to {args.depth}\n")
-    seeds_scores: dict[str, list[float]] = {}
-    seed_score: dict[str, float] = {}
+    base_scores: dict[str, tuple[float, list[float]]] = {}  # per seed: its score, its per-question scores
     best_child: dict[str, tuple[float, str, list[float]]] = {}  # per seed: score, edits, per-question scores
     for name, path in zip(config.search.seeds, seeds):
         source = path.read_text(encoding="utf-8")
         base = evaluate(source, task, backend, embedder)
-        seeds_scores[name], seed_score[name] = [r.score for r in base.results], base.score
-        best_child[name] = (base.score, "(none)", seeds_scores[name])
+        base_scores[name] = (base.score, [r.score for r in base.results])
+        best_child[name] = (base.score, "(none)", base_scores[name][1])
         tried = 0
         for depth in range(1, args.depth + 1):
             for combo in itertools.combinations([k for k in editors(source, [], frozenset()) if k not in LEFT_OUT],
@@ -89,12 +88,13 @@ def main() -> int:
         score, combo, _ = best_child[name]
         print(f"{name}: {base.score:.3f}; {tried} edited programs; best {combo} {score:.3f} ({score - base.score:+.3f})",
               flush=True)
-    best_seed = max(seed_score, key=lambda n: seed_score[n])
+    best_seed = max(base_scores, key=lambda n: base_scores[n][0])
+    seed_score, seed_scores = base_scores[best_seed]
     name = max(best_child, key=lambda n: best_child[n][0])
     score, combo, scores = best_child[name]
-    low, high = paired_interval(scores, seeds_scores[best_seed], seed=0)
-    print(f"\nheadroom over the best seed ({best_seed}, {seed_score[best_seed]:.3f}): "
-          f"{score - seed_score[best_seed]:+.3f} [{low:+.3f}, {high:+.3f}] "
+    low, high = paired_interval(scores, seed_scores, seed=0)
+    print(f"\nheadroom over the best seed ({best_seed}, {seed_score:.3f}): "
+          f"{score - seed_score:+.3f} [{low:+.3f}, {high:+.3f}] "
           f"({name}: {combo})")
     return 0
 
