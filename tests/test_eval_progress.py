@@ -76,7 +76,7 @@ def test_a_busy_evaluator_reports_its_progress_through_the_board(tmp_path):
 
 def test_a_live_run_shows_each_evaluations_progress_in_its_line_and_in_status(tmp_path):
     program = tmp_path / "slow.py"
-    program.write_text(slow_program(5_000_000))  # about 0.3 s per write: 16 sessions, a few seconds each
+    program.write_text(slow_program(15_000_000))  # about 1 s per write: the search sees 8 texts, the test 16
     config = {
         "task": {"name": "synthetic", "seed": 1},
         "split": {"static_size": 4, "rotating_size": 1, "confirmation_size": 0},
