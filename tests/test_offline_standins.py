@@ -31,6 +31,14 @@ def test_an_answer_request_gets_the_answer_span() -> None:
     assert _ask(prompt) == "7 May 2023"
 
 
+def test_fields_written_in_a_section_of_rules_are_still_fields() -> None:
+    # A list of rules, then fields with no blank line before the question, then the material under its own
+    # heading: a model reads the question wherever the prompt puts it.
+    prompt = (f"You help a QA system.\nGuidelines:\n- Be brief.\n- Use the context only.\n\nTopic: support groups\n"
+              f"Question: {QUESTION}\n\nContext:\n{SESSION}\n\nReturn only the answer.")
+    assert _ask(prompt) == "7 May 2023"
+
+
 def test_a_summary_request_for_a_query_quotes_the_related_evidence_with_its_date() -> None:
     prompt = f"Summarize only the information relevant to the query.\n\nQuery: {QUESTION}\n\nTexts:\n{SESSION}"
     out = _ask(prompt)

@@ -2,8 +2,9 @@
 
 A request is read the way a model reads a prompt: its instructions (the prose), its fields ("Query: ...",
 "Target person: ..."), and its material (the lines under a "Label:" heading such as "Evidence:" or "Texts:",
-or, without a heading, everything after the first paragraph). What is asked is decided from the instructions
-alone, never from who asks:
+or, without a heading, everything after the first paragraph). A section headed "Rules:", "Guidelines:" and the
+like directs rather than informs: its lines are instructions and fields wherever it stands. What is asked is
+decided from the instructions alone, never from who asks:
 
 - answer the question from the material  -> the short answer span (as the offline answerer cuts it);
 - rewrite or expand a query              -> the query and its key terms;
@@ -31,6 +32,9 @@ MAX_FACTS = 12
 RELATED_SHARE = 0.5
 _FIELD = re.compile(r"^\s*([A-Za-z][A-Za-z0-9 _/()\-]{0,40}?)\s*:\s*(.*)$")
 _QUESTION_LABELS = frozenset("query question q request search ask user input".split())
+# Headings of sections that direct the model rather than give it something to read.
+_DIRECTION_HEADINGS = frozenset("rules rule instructions instruction guidelines guideline requirements constraints "
+                                "steps policy format task".split())
 _COUNT = re.compile(r"\b(?:up to|at most|not more than|no more than|maximum of|max)\s+(\d+|one|two|three|four|five|"
                     r"six|seven|eight|nine|ten)\b|\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten)\s+(?:short\s+)?"
                     r"(?:bullet\s+)?(?:lines|bullets|sentences|facts|items|points|snippets)\b", re.IGNORECASE)
@@ -70,19 +74,22 @@ class Request:
 
 
 def parse_request(content: str) -> Request:
-    request = Request()
+    """Sections as a model reads them: a heading line ("Evidence:", "Rules:") opens one; a section of directions
+    (rules, guidelines, the task) holds instructions and fields, any other section is material."""
     lines = content.splitlines()
-    heading = next((i for i, line in enumerate(lines) if (m := _FIELD.match(line)) and not m.group(2).strip()
-                    and len(m.group(1).split()) <= 4), None)
-    if heading is None:
+    headings = [i for i, line in enumerate(lines) if (m := _FIELD.match(line)) and not m.group(2).strip()
+                and len(m.group(1).split()) <= 4]
+    if not headings:
         return _without_heading(content)
-    for line in lines[:heading]:
-        m = _FIELD.match(line)
-        if m and m.group(2).strip() and len(m.group(1).split()) <= 4:
-            request.fields[m.group(1).strip()] = m.group(2).strip()
-        elif line.strip():
-            request.instructions.append(line.strip())
-    body = lines[heading + 1:]
+    request = Request()
+    _read_directions(lines[:headings[0]], request)
+    body: list[str] = []
+    for start, end in zip(headings, [*headings[1:], len(lines)]):
+        label = _FIELD.match(lines[start]).group(1).lower().replace("_", " ")  # type: ignore[union-attr]
+        if set(label.split()) & _DIRECTION_HEADINGS:
+            _read_directions(lines[start + 1:end], request)
+        else:
+            body += lines[start + 1:end]
     # A closing instruction after the material ("Return up to 3 short bullet lines.") is not material.
     while body and (not body[-1].strip() or (_TRAILING_INSTRUCTION.match(body[-1]) and not _FIELD.match(body[-1]))):
         if body[-1].strip():
@@ -97,6 +104,15 @@ def parse_request(content: str) -> Request:
             break
     request.material = [line for line in body if line.strip()]
     return request
+
+
+def _read_directions(lines: list[str], request: Request) -> None:
+    for line in lines:
+        m = _FIELD.match(line)
+        if m and m.group(2).strip() and len(m.group(1).split()) <= 4:
+            request.fields[m.group(1).strip()] = m.group(2).strip()
+        elif line.strip():
+            request.instructions.append(line.strip())
 
 
 def _without_heading(content: str) -> Request:
