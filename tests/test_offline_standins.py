@@ -80,6 +80,15 @@ def test_query_fields_are_filled_by_role_and_left_empty_when_the_question_is_sil
     assert backend.build_query("", fields, "What activities does Melanie partake in?")["needs_list"] is True
 
 
+def test_a_field_named_for_what_the_query_aims_at_is_filled_by_what_it_is() -> None:
+    fields = [F(name="target_person", type="str", optional=True), F(name="target_relation", type="str", optional=True),
+              F(name="target_topic", type="str", optional=True)]
+    q = OfflineBackend().build_query("", fields, QUESTION)
+    assert q["target_person"] == "Caroline"
+    assert "Caroline" not in q["target_relation"] and "support" in q["target_relation"]
+    assert "support" in q["target_topic"]
+
+
 def test_a_relation_keeps_the_names_unless_another_field_carries_them() -> None:
     question = "What type of pet does Noodle have?"
     relation = F(name="focus", type="str", optional=True, description="the relation asked about")
@@ -103,3 +112,10 @@ def test_item_fields_hold_the_kind_of_statement_their_name_asks_for() -> None:
     assert item["causal_links"] == ["Caroline: I'm going to paint a mural in June 2023 because the group inspired me."]
     assert item["activities_planned"] == item["causal_links"]
     assert "on 7 May 2023" in item["summary"]
+
+
+def test_a_list_named_for_a_kind_of_statement_holds_those_statements_whatever_its_description_mentions() -> None:
+    done = F(name="activities_done", type="list[str]", description="activities done by the participants")
+    item = OfflineBackend().extract_item("", [done], SESSION)
+    assert "Caroline" not in item["activities_done"] and "Melanie" not in item["activities_done"]
+    assert "Melanie: I ran a charity race for mental health the week before 8 May 2023." in item["activities_done"]

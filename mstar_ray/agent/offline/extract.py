@@ -148,6 +148,10 @@ def _list_value(spec: FieldSpec, f: _Facts) -> list[Any]:
     if item != "str":
         return []
     role = field_role(spec, ITEM_LIST_ROLES)
+    # What the name asks for outranks a word of the description: "activities_done", described as done "by
+    # participants", holds the activities, not the participants' names.
+    if field_role(spec, ITEM_LIST_ROLES, name_only=True) == "unknown" and statement_marker(spec, name_only=True):
+        role = "unknown"
     if role == "date":
         return list(f.dates)
     if role == "speaker":

@@ -40,9 +40,9 @@ def name_tokens(text: str) -> list[str]:
     return words + [w[:-1] for w in words if len(w) > 3 and w.endswith("s")]
 
 
-def field_role(spec: FieldSpec, order: tuple[tuple[str, frozenset[str]], ...]) -> str:
+def field_role(spec: FieldSpec, order: tuple[tuple[str, frozenset[str]], ...], *, name_only: bool = False) -> str:
     """The first role (in priority order) whose cues occur in the name, else in the description."""
-    for source in (spec.name, spec.description):
+    for source in (spec.name,) if name_only else (spec.name, spec.description):
         tokens = set(name_tokens(source))
         for role, cues in order:
             if tokens & cues:
@@ -71,7 +71,9 @@ ITEM_LIST_ROLES = (
     ("sentences", _SENTENCE_LIST_CUES),
     ("topic", _TOPIC_CUES),
 )
-_SUBJECT_CUES = frozenset("subject person target who speaker participant character entity entities name people".split())
+# "target" is not among them: it says a field is what the query aims at, not what kind of thing that is
+# ("target_person" is a person, "target_relation" a relation, "target_topic" a topic).
+_SUBJECT_CUES = frozenset("subject person who speaker participant character entity entities name people".split())
 _ANSWER_TYPE_CUES = frozenset("type kind attribute detail requested expected".split())
 _CONDITION_CUES = frozenset("condition hypothetical counterfactual assumption premise".split())
 _RELATION_CUES = frozenset("relation intent focus hint scope qualifier filter aspect event predicate action".split())

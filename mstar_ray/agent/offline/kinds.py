@@ -33,9 +33,9 @@ _MARKERS: tuple[tuple[frozenset[str], re.Pattern[str]], ...] = tuple(
 )
 
 
-def statement_marker(spec: FieldSpec) -> re.Pattern[str] | None:
+def statement_marker(spec: FieldSpec, *, name_only: bool = False) -> re.Pattern[str] | None:
     """The marker of the kind of statement the field asks for, from its name, else its description."""
-    for source in (spec.name, spec.description):
+    for source in (spec.name,) if name_only else (spec.name, spec.description):
         tokens = set(name_tokens(source))
         for cues, marker in _MARKERS:
             if tokens & cues:
