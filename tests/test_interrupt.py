@@ -14,6 +14,9 @@ import yaml
 from scripts.fault_resume import CLI, ROOT, _rows_now, check, config, table
 
 
+CHILDREN = 24
+
+
 def _stop_after_rows(command: list[str], run_dir: Path, rows: int, sig: signal.Signals) -> subprocess.CompletedProcess:
     """Runs ``command`` until the candidates log has ``rows`` rows, then sends ``sig``; returns how it ended."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
@@ -28,7 +31,8 @@ def _stop_after_rows(command: list[str], run_dir: Path, rows: int, sig: signal.S
 
 def test_ctrl_c_and_sigterm_stop_a_run_that_then_resumes(tmp_path):
     path = tmp_path / "run.yaml"
-    path.write_text(yaml.safe_dump(config(8)))
+    # Long enough that the signal lands mid-search on a loaded machine (with 8 a run once finished first).
+    path.write_text(yaml.safe_dump(config(CHILDREN)))
     run_dir = tmp_path / "run"
     resume_line = f"resume with  mstar-ray run --resume {run_dir}"
 
@@ -50,4 +54,4 @@ def test_ctrl_c_and_sigterm_stop_a_run_that_then_resumes(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert check(run_dir) == []  # nothing queued was lost, nothing evaluated twice
     rows = [r for r in table(run_dir, "candidates") if r["status"] != "duplicate"]
-    assert sum(r["origin"] != "seed" for r in rows) == 8
+    assert sum(r["origin"] != "seed" for r in rows) == CHILDREN
