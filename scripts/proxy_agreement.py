@@ -3,8 +3,8 @@ under a real model in a file, each program evaluated here on a task, and the two
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python scripts/proxy_agreement.py PROGRAMS_DIR SCORES.json
         [--task locomo] [--conversations 0-7] [--limit N] [--texts N] [--data PATH] [--granularity session|turn]
-        [--backend offline|llm --llm-url URL --llm-model NAME] [--embedder minilm|hashing] [--cache FILE.sqlite]
-        [--json OUT.json]
+        [--pooled STATIC [--draws D]] [--backend offline|llm --llm-url URL --llm-model NAME]
+        [--embedder minilm|hashing] [--cache FILE.sqlite] [--json OUT.json]
 
 PROGRAMS_DIR holds one ``<id>.py`` per program; SCORES.json maps each id to its score under the real model
 (``{"id": 0.25, ...}``). Every program with a score is evaluated with the protocol of ``mstar-ray eval`` on each
@@ -14,6 +14,13 @@ tau-b between the two scores, then every program's pair. A program that fails in
 answers scored (0 where it never answered) and is marked. A LoCoMo ``--limit`` keeps the first questions of each
 category, which LoCoMo lists in session order: they ask about the first sessions only, which flatters a program
 that reads only the start of a conversation. Figures meant to stand for a model's score use every question.
+
+``--pooled STATIC`` measures the way the scores to compare with were made when they come from the M* reference's
+search (its ``SplitValidation``, run with ``--eval-static-size 60 --eval-train-ratio 2``): one knowledge base
+holding every chosen conversation, STATIC questions (one per k-means cluster of all their questions) and twice
+as many sessions, chosen by facility location to cover those questions and written in the order it picks
+them, most-covering first. A program that reads only its first items reads the sessions that matter there,
+not the first of a conversation. Each of ``--draws`` k-means seeds is one measurement.
 
 The M* reference's LoCoMo search (its programs and their token F1 with GPT-5.4-mini) is one such set. Its code
 stays outside this repository; to measure on it, fetch the repository yourself and let the script extract it:
@@ -34,6 +41,7 @@ import json
 import re
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +53,7 @@ from mstar_ray.agent.evaluation import evaluate  # noqa: E402
 from mstar_ray.llm.cache import SqliteCache  # noqa: E402
 from mstar_ray.llm.endpoint import EndpointConfig  # noqa: E402
 from mstar_ray.llm.settings import LLMSettings  # noqa: E402
+from mstar_ray.tasks.model import Task  # noqa: E402
 from mstar_ray.tasks.registry import load_task  # noqa: E402
 from scripts.rank_agreement import spearman  # noqa: E402
 from scripts.seed_table import conversation_range  # noqa: E402
@@ -141,6 +150,49 @@ def load_programs(folder: Path, scores_path: Path) -> tuple[dict[str, str], dict
     return {k: (folder / f"{k}.py").read_text(encoding="utf-8") for k in scores}, scores
 
 
+def measurements(args: argparse.Namespace, conversations: list, embedder) -> Iterator[tuple[str, Task]]:
+    """(label, task) for each measurement: one per conversation, or with ``--pooled`` one per draw of the
+    M* reference's protocol over all the conversations."""
+    tasks = []
+    for conversation in conversations:
+        options = {"conversation": conversation} if conversation is not None else {}
+        if args.granularity:
+            options["granularity"] = args.granularity
+        task = load_task(args.task, limit=args.limit, data=args.data, **options)
+        if args.texts is not None and args.texts < len(task.texts):
+            from mstar_ray.search.split import covering_texts
+
+            task = task.model_copy(update={"texts": covering_texts(task, task.items, embedder, args.texts)})
+        if not args.pooled:
+            yield (str(conversation) if conversation is not None else args.task), task
+        tasks.append(task)
+    if args.pooled:
+        yield from pooled_draws(tasks, args.pooled, args.draws, embedder)
+
+
+def pooled_draws(tasks: list[Task], static_size: int, draws: int, embedder) -> Iterator[tuple[str, Task]]:
+    """The reference's static protocol (``SplitValidation``, run with ``--eval-static-size 60
+    --eval-train-ratio 2``): every conversation's sessions in one knowledge base; ``static_size`` questions,
+    one per k-means cluster of the questions; twice as many texts, chosen by facility location to cover them
+    and written in the order it picks them. One draw per k-means seed."""
+    from mstar_ray.search.subsets import facility_location, representative_set, training_budget
+
+    texts, items = [], []
+    for n, task in enumerate(tasks):
+        # Conversations reuse text and turn ids ("S1", "D1:3"): each keeps its own under a prefix.
+        texts += [t.model_copy(update={"id": f"c{n}/{t.id}", "units": [u.model_copy(update={"id": f"c{n}/{u.id}"})
+                                                                           for u in t.units]}) for t in task.texts]
+        items += [q.model_copy(update={"evidence": [f"c{n}/{e}" for e in q.evidence]}) for q in task.items]
+    pooled = tasks[0].model_copy(update={"name": "pooled", "texts": texts, "items": items})
+    question_vectors = np.asarray(embedder.embed([q.question for q in items]), dtype=np.float64)
+    text_vectors = np.asarray(embedder.embed([t.text for t in texts]), dtype=np.float64)
+    for draw in range(draws):
+        chosen = representative_set(question_vectors, static_size, seed=draw)
+        written = facility_location(question_vectors[chosen], text_vectors, training_budget(len(chosen), 2.0))
+        yield f"draw {draw}", pooled.model_copy(update={"items": [items[i] for i in chosen],
+                                                        "texts": [texts[i] for i in written]})
+
+
 def llm_settings(args: argparse.Namespace) -> LLMSettings:
     settings = LLMSettings()
     if args.backend == "llm":
@@ -170,6 +222,10 @@ def main() -> int:
     parser.add_argument("--conversations", default="0", help="LoCoMo conversation indices, e.g. 0-7 or 3")
     parser.add_argument("--limit", type=int, default=None, help="at most N questions per conversation")
     parser.add_argument("--texts", type=int, default=None, help="write only the N texts that best cover the questions")
+    parser.add_argument("--pooled", type=int, default=None, metavar="STATIC",
+                        help="the reference's protocol: one knowledge base of every conversation, STATIC questions "
+                             "(k-means) and twice as many texts covering them, written most-covering first")
+    parser.add_argument("--draws", type=int, default=3, help="with --pooled: how many static sets (k-means seeds)")
     parser.add_argument("--data", default=None, help="locomo10.json (else the usual places)")
     parser.add_argument("--granularity", choices=("session", "turn"), default=None,
                         help="LoCoMo texts: one per session (the default) or one per turn (short prompts for a small model)")
@@ -199,16 +255,7 @@ def main() -> int:
     per_conv: dict[str, dict[str, float]] = {}
     failures: dict[str, list[str]] = {}
     started = time.monotonic()
-    for conversation in conversations:
-        options = {"conversation": conversation} if conversation is not None else {}
-        if args.granularity:
-            options["granularity"] = args.granularity
-        task = load_task(args.task, limit=args.limit, data=args.data, **options)
-        if args.texts is not None and args.texts < len(task.texts):
-            from mstar_ray.search.split import covering_texts
-
-            task = task.model_copy(update={"texts": covering_texts(task, task.items, embedder, args.texts)})
-        label = str(conversation) if conversation is not None else args.task
+    for label, task in measurements(args, conversations, embedder):
         per_conv[label] = {}
         for program_id in ids:
             report = evaluate(sources[program_id], task, backend, embedder)
@@ -228,8 +275,9 @@ def main() -> int:
     agent = f"{backend.name} (a rule-based stand-in for a model)" if args.backend == "offline" else \
         f"{args.llm_model} at {args.llm_url}"
     print(f"\nAgreement of {agent} with the given scores, {len(ids)} programs, {args.task} "
-          f"conversations {args.conversations}, limit {args.limit}, texts {args.texts}\n")
-    print("| conversation | Spearman rho | Kendall tau |\n|---|---|---|")
+          f"conversations {args.conversations}, limit {args.limit}, texts {args.texts}"
+          + (f", pooled: {args.pooled} questions and {2 * args.pooled} texts a draw" if args.pooled else "") + "\n")
+    print(f"| {'draw' if args.pooled else 'conversation'} | Spearman rho | Kendall tau |\n|---|---|---|")
     for label, scores in per_conv.items():
         xs = [scores[k] for k in ids]
         print(f"| {label} | {fmt(spearman(xs, truth))} | {fmt(kendall_tau_b(xs, truth))} |")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.proxy_agreement import kendall_tau_b, read_runs_js
+from scripts.proxy_agreement import kendall_tau_b, pooled_draws, read_runs_js
 from scripts.rank_agreement import spearman
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,6 +65,33 @@ def test_runs_js_programs_keep_their_python_escapes(tmp_path: Path) -> None:
     assert namespace["JOINER"] == "\n\n" and namespace["SPLIT"].split("a  b") == ["a", "b"]
     with pytest.raises(ValueError, match="no run 'nope'"):
         read_runs_js(path, "nope")
+
+
+def test_pooled_draws_follow_the_reference_protocol_over_conversations_that_reuse_ids() -> None:
+    import numpy as np
+
+    from mstar_ray.embedding.hashing import HashingEmbedder
+    from mstar_ray.search.subsets import facility_location
+    from mstar_ray.tasks.registry import load_task
+
+    worlds = [load_task("synthetic", seed=seed, sessions=8, personas=2, questions_per_category=4) for seed in (1, 2)]
+    assert {t.id for t in worlds[0].texts} & {t.id for t in worlds[1].texts}  # the ids collide, as LoCoMo's do
+    embedder = HashingEmbedder()
+    draws = list(pooled_draws(worlds, 6, 2, embedder))
+    assert [label for label, _ in draws] == ["draw 0", "draw 1"]
+    for _, task in draws:
+        assert len(task.items) == 6 and len(task.texts) == 12
+        assert len({t.id for t in task.texts}) == 12
+        units = {u.id for t in task.texts for u in t.units}
+        all_units = {f"c{n}/{u.id}" for n, w in enumerate(worlds) for t in w.texts for u in t.units}
+        assert all(e in all_units for q in task.items for e in q.evidence)  # evidence names the prefixed turns
+        assert any(e in units for q in task.items for e in q.evidence)
+        # Written most-covering first: the order facility location picks them in, not the conversations' order.
+        questions = np.asarray(embedder.embed([q.question for q in task.items]))
+        everything = [t for n, w in enumerate(worlds) for t in w.texts]
+        vectors = np.asarray(embedder.embed([t.text for t in everything]))
+        picked = facility_location(questions, vectors, 12)
+        assert [t.text for t in task.texts] == [everything[i].text for i in picked]
 
 
 def _run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
