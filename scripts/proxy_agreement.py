@@ -239,6 +239,8 @@ def main() -> int:
     parser.add_argument("--cache", default=None, help="SQLite file keeping embeddings (and LLM replies) between runs")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure to this file")
     args = parser.parse_args()
+    if args.pooled is not None and args.pooled < 1 or args.draws < 1:
+        parser.error("--pooled and --draws take a positive number")
 
     if args.from_runs_js is not None:
         scores_path = extract_runs_js(args.from_runs_js, args.run, args.programs)

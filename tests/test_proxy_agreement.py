@@ -112,6 +112,8 @@ def test_bad_scores_file_is_named(tmp_path: Path) -> None:
     (tmp_path / "scores.json").write_text('{"missing": 1.0, "p0_entities": 0.0, "p1_summary": 1.0}')
     done = _run(str(PROGRAMS), str(tmp_path / "scores.json"))
     assert done.returncode != 0 and "scores.json" in done.stderr and "missing" in done.stderr
+    done = _run(str(PROGRAMS), "--pooled", "0")
+    assert done.returncode == 2 and "--pooled and --draws take a positive number" in done.stderr
 
 
 def test_offline_agent_orders_programs_by_the_fields_they_keep(tmp_path: Path) -> None:
