@@ -33,7 +33,7 @@ from mstar_ray.reflect.mutations.reflective import INSTRUCTION_KINDS, editors  #
 from mstar_ray.run_config import RunConfig, resolve_seeds  # noqa: E402
 from mstar_ray.search.noise import paired_interval  # noqa: E402
 from mstar_ray.tasks.registry import task_from_config  # noqa: E402
-from scripts.search_table import with_keys  # noqa: E402
+from scripts.search_table import settings, with_keys  # noqa: E402
 
 # Edits that need other programs (crossover) or only touch prompts are not a seed's own headroom.
 LEFT_OUT = INSTRUCTION_KINDS | {"crossover"}
@@ -57,9 +57,10 @@ def main() -> int:
     parser.add_argument("--depth", type=int, default=2, help="combinations of up to this many edits")
     args = parser.parse_args()
     raw = yaml.safe_load(args.config.read_text(encoding="utf-8"))
-    for pair in args.set:
-        key, _, value = pair.partition("=")
-        raw = with_keys(raw, {key: yaml.safe_load(value)})
+    combos = settings(args.set)
+    if len(combos) != 1:
+        raise SystemExit("--set takes one value per key here")
+    raw = with_keys(raw, combos[0])
     config = RunConfig.model_validate(raw)
     seeds = resolve_seeds(config, args.config)
     roles = RoleClients(probe_endpoints(config.llm))

@@ -163,9 +163,10 @@ def measurements(args: argparse.Namespace, conversations: list, embedder) -> Ite
             from mstar_ray.search.split import covering_texts
 
             task = task.model_copy(update={"texts": covering_texts(task, task.items, embedder, args.texts)})
-        if not args.pooled:
+        if args.pooled:
+            tasks.append(task)
+        else:
             yield (str(conversation) if conversation is not None else args.task), task
-        tasks.append(task)
     if args.pooled:
         yield from pooled_draws(tasks, args.pooled, args.draws, embedder)
 
