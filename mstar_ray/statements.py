@@ -3,8 +3,10 @@ dates resolved ("yesterday" said on 8 May 2023 becomes "on 7 May 2023").
 
 A text is read line by line: a line that is only a date ("[1:56 pm on 8 May, 2023]") or a labelled date
 ("Reference date: 8 May 2023") dates the lines under it, a line with its own header or full date dates itself,
-and "Speaker: words" names who said it. Everything the offline stand-ins extract, summarise or answer from goes
-through here, so they all read a text the same way.
+and "Speaker: words" names who said it. A date stays inside the record it is written in: a separator line ("---")
+or a record's label ("[doc 5]", "[Record 2]") starts another record, whose lines are undated until a date of its
+own comes. Everything the offline stand-ins extract, summarise or answer from goes through here, so they all
+read a text the same way.
 """
 
 from __future__ import annotations
@@ -63,10 +65,21 @@ def statements(text: str) -> list[Statement]:
     """Every sentence of ``text`` with its speaker and date, in order."""
     out: list[Statement] = []
     anchor: tx.DateMention | None = None
+    record: str | None = None
+    record_dates: dict[str | None, tx.DateMention | None] = {}
     for line_no, line in enumerate(text.splitlines()):
         if not line.strip():
             continue
+        if _SEPARATOR.match(line):
+            record_dates[record] = anchor
+            anchor = record = None
+            continue
         turn = tx.parse_turn(line)
+        label = turn.header if turn.date is None and _RECORD_LABEL.search(turn.header) else None
+        if label is not None and label != record:
+            # A model reading "[doc 5] ..." after "[doc 3] [8 May 2023]" does not date doc 5 by doc 3.
+            record_dates[record] = anchor
+            record, anchor = label, record_dates.get(label)
         inner = tx.parse_turn(turn.body) if turn.speaker else None
         if inner is not None and inner.speaker:
             # "Facts: Caroline: I went ...": a label over a remembered turn; the turn's speaker is who said it.
@@ -86,6 +99,9 @@ def statements(text: str) -> list[Statement]:
 
 
 _LABEL_ONLY = re.compile(r"^\W*$")
+_SEPARATOR = re.compile(r"^\s*(?:-{3,}|={3,}|\*{3,}|_{3,}|#{3,})\s*$")
+# A record's label numbers it ("doc 5", "Record 2", "S3", "#4"); a name or a date in brackets is no record.
+_RECORD_LABEL = re.compile(r"^(?:[A-Za-z]+[ _#:-]*)?#?\d{1,6}$")
 
 
 def _only_date(body: str) -> bool:

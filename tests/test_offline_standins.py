@@ -119,3 +119,40 @@ def test_a_list_named_for_a_kind_of_statement_holds_those_statements_whatever_it
     item = OfflineBackend().extract_item("", [done], SESSION)
     assert "Caroline" not in item["activities_done"] and "Melanie" not in item["activities_done"]
     assert "Melanie: I ran a charity race for mental health the week before 8 May 2023." in item["activities_done"]
+
+
+def test_a_summary_quotes_each_sentence_once_and_no_piece_of_one_already_quoted() -> None:
+    # One record's summary, fact and raw text often repeat a sentence; a model writing a note does not.
+    said = "Caroline: I went to a LGBTQ support group on 7 May 2023 and it was so powerful."
+    evidence = "\n".join([f"Summary: {said}", f"Facts: {said}", "Spans: LGBTQ support group on 7 May 2023",
+                          SESSION])
+    out = _ask(f"Keep only the evidence relevant to the query.\n\nQuery: {QUESTION}\n\nEvidence:\n{evidence}\n\n"
+               "Return a short note (not more than 3 lines).")
+    lines = out.splitlines()
+    assert len(lines) == len(set(lines))
+    assert sum("support group" in line for line in lines) == 1, out
+
+
+def test_a_date_stays_inside_the_record_it_is_written_in() -> None:
+    text = ("[doc 3] [1:56 pm on 2 May, 2022]\n[doc 3] Nate: I went to the lake yesterday.\n"
+            "[doc 5] Nate: I dyed my hair last week.\n[doc 3] Joanna: Me too, last week.\n"
+            "---\nJoanna: I finished my screenplay yesterday.\n"
+            "[Record 2]\nReference date: 8 May 2023\nCaroline: I ran yesterday.")
+    said = [s.render() for s in statements(text)]
+    assert "Nate: I went to the lake on 1 May 2022." in said
+    assert "Nate: I dyed my hair last week." in said  # doc 5 has no date of its own
+    assert "Joanna: Me too, the week before 2 May 2022." in said  # back in doc 3
+    assert "Joanna: I finished my screenplay yesterday." in said  # past the separator
+    assert "Caroline: I ran on 7 May 2023." in said
+    # A name or a date in brackets labels no record: lines under a session's date keep it.
+    session = "[8 May 2023]\n[Caroline] I went yesterday.\n[9 May 2023] Mel: hi"
+    assert statements(session)[0].anchor is not None
+
+
+def test_an_answer_request_the_material_does_not_answer_gets_not_found() -> None:
+    # The material names Melanie but says nothing of a dog: a model answering only from it says so.
+    prompt = ("Answer the query using only the records below.\n\nQuery: When did Melanie adopt a dog? Melanie date\n\n"
+              f"Records:\n{SESSION}")
+    assert _ask(prompt) == "Not found in memory."
+    # What the records do state is answered, whatever hints the program appends after the question.
+    assert _ask(prompt.replace("When did Melanie adopt a dog?", QUESTION)) == "7 May 2023"

@@ -6,12 +6,13 @@ or, without a heading, everything after the first paragraph). A section headed "
 like directs rather than informs: its lines are instructions and fields wherever it stands. What is asked is
 decided from the instructions alone, never from who asks:
 
-- answer the question from the material  -> the short answer span (as the offline answerer cuts it);
+- answer the question from the material  -> the short answer span (as the offline answerer cuts it), or
+                                            "Not found in memory." when no sentence states most of what is asked;
 - rewrite or expand a query              -> the query and its key terms;
 - pick or rank items                      -> the numbers of the items most related to the query;
 - list the facts a text states            -> its fact sentences, speakers and resolved dates kept;
 - anything else with a query (summarise / extract what is relevant) -> the material sentences most related
-  to the query, in text order, restated with speaker and date (relative dates resolved);
+  to the query, each once, in text order, restated with speaker and date (relative dates resolved);
 - without a query (summarise this)        -> the text's most informative sentences.
 
 Lengths follow the request ("up to 3 lines", "not more than 5 lines"), else a model's usual few lines.
@@ -23,13 +24,15 @@ import re
 from dataclasses import dataclass, field
 
 from mstar_ray import text as tx
-from mstar_ray.families.qa.offline import IDK, answer_from_context, rank_sentences
-from mstar_ray.statements import informative, is_fact, statements
+from mstar_ray.families.qa.offline import IDK, answer_from_context, rank_sentences, support
+from mstar_ray.statements import Statement, informative, is_fact, statements
 
 DEFAULT_LINES = 5
 MAX_FACTS = 12
 # A sentence scoring below this share of the best one is not "relevant" enough to quote.
 RELATED_SHARE = 0.5
+# A text answers a question when one of its sentences states at least this share of what the question asks.
+ANSWER_SUPPORT = 0.5
 _FIELD = re.compile(r"^\s*([A-Za-z][A-Za-z0-9 _/()\-]{0,40}?)\s*:\s*(.*)$")
 _QUESTION_LABELS = frozenset("query question q request search ask user input".split())
 # Headings of sections that direct the model rather than give it something to read.
@@ -170,7 +173,10 @@ def toolkit_answer(messages: list[dict[str, str]]) -> str:
     if focus and _ASKS_PICK.search(instructions):
         return _pick(request.material, focus, wanted)
     if question and _ASKS_ANSWER.search(instructions):
-        answer = answer_from_context(material, question)
+        # Asked to answer from given text, a model answers what the text states and says so when it does not;
+        # the words after the question's "?" are the program's hints ("... support group? Caroline date").
+        asked = question[: question.index("?") + 1] if "?" in question else question
+        answer = answer_from_context(material, question) if support(material, asked) >= ANSWER_SUPPORT else IDK
         return "Not found in memory." if answer == IDK else answer
     found = statements(material)
     if not focus or _ASKS_FACTS.search(instructions) and not question:
@@ -182,9 +188,34 @@ def toolkit_answer(messages: list[dict[str, str]]) -> str:
         return "No relevant information found."
     by_order = {s.order: s for s in found}
     top = ranked[0][0]
+    related = [by_order[unit.order] for score, unit in ranked if score >= top * RELATED_SHARE]
     # In text order, each with its date: what was said when, as a model quoting the evidence keeps it.
-    kept = sorted(unit.order for score, unit in ranked[:wanted] if score >= top * RELATED_SHARE)
-    return _lines([by_order[order].render(with_date=True) for order in kept], instructions)
+    kept = sorted(_distinct(related, wanted), key=lambda s: s.order)
+    return _lines([s.render(with_date=True) for s in kept], instructions)
+
+
+def _distinct(ranked: list[Statement], wanted: int) -> list[Statement]:
+    """The first ``wanted`` of ``ranked`` that say something new: material often repeats a sentence (as a summary,
+    a fact and the raw text of one record), and a model quoting it does not quote a sentence twice, nor a piece of
+    one it already quoted."""
+
+    def holds(longer: Statement, shorter: Statement) -> bool:
+        # Not by speaker: a record's labels ("Facts:", "Spans:") read as speakers and would keep its repeats apart.
+        return f" {_words(shorter)} " in f" {_words(longer)} "
+
+    kept: list[Statement] = []
+    for s in ranked:
+        if any(holds(k, s) for k in kept):
+            continue
+        # A longer sentence holding one already kept says all of it and more: it takes that one's place.
+        kept = [k for k in kept if not holds(s, k)] + [s]
+        if len(kept) == wanted:
+            break
+    return kept
+
+
+def _words(s: Statement) -> str:
+    return " ".join(tx.tokenize(s.resolved))
 
 
 def _pick(material: list[str], focus: str, wanted: int) -> str:

@@ -4,6 +4,7 @@ query's fields, a toolkit request to answer from material)."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -232,6 +233,19 @@ def rank_sentences(context: str, question: str) -> list[tuple[float, "_Unit"]]:
     return [(score, unit) for score, _, unit in ranked]
 
 
+def support(context: str, question: str) -> float:
+    """The largest share of the question's content (idf-weighted) that one context sentence states, in [0, 1]. A
+    word the context never uses weighs as much as its rarest word: the question asks about something not there."""
+    units = _context_units(context)
+    asked = set(tx.content_stems(question))
+    if not units or not asked:
+        return 0.0
+    idf = tx.idf_weights(u.terms for u in units)
+    rarest = math.log(1.0 + len(units))
+    total = sum(idf.get(t, rarest) for t in sorted(asked))
+    return max(sum(idf[t] for t in sorted(asked & u.terms)) for u in units) / total
+
+
 def short_reply(context: str) -> str | None:
     """The context itself when it is a bare answer (one short line, no speaker or date), else None."""
     lines = [_BULLET.sub("", line).strip() for line in context.strip().splitlines() if line.strip()]
@@ -241,7 +255,6 @@ def short_reply(context: str) -> str | None:
     if turn.header or turn.speaker:
         return None  # a remembered line, not an answer someone gave
     return lines[0].rstrip(".")
-    return None
 
 
 def answer_from_context(context: str, question: str) -> str:
