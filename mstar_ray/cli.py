@@ -466,6 +466,9 @@ def main(argv: list[str] | None = None) -> int:
     on_sigterm = None
     if threading.current_thread() is threading.main_thread():
         on_sigterm = signal.signal(signal.SIGTERM, _terminate)
+        # A process manager or a Ray worker may start us with SIGINT blocked, and Ctrl-C would never arrive;
+        # Ray's job supervisor unblocks it for its entrypoints the same way. An ignored SIGINT stays ignored.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     try:
         return _handled(args)
     finally:

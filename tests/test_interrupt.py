@@ -21,12 +21,12 @@ def _searched(run_dir: Path) -> int:
     return sum(r["status"] != "duplicate" for r in table(run_dir, "candidates"))
 
 
-def _as_from_a_terminal() -> None:
-    """In the child, before exec: SIGINT unblocked and at its default, as a shell in a terminal starts a
-    command. The worker running this test may hand its children SIGINT blocked (Ray blocks it in processes it
-    touches; its job supervisor unblocks it the same way), and such a run never sees Ctrl-C at all."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+def _with_sigint_blocked() -> None:
+    """In the child, before exec: SIGINT blocked (at its default disposition), as a process manager or a Ray
+    worker may start a command. A blocked signal stays pending across exec; the CLI must unblock it, or the
+    run never sees Ctrl-C at all (this test's own worker hands its children SIGINT blocked)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
 def _stop_after_rows(command: list[str], run_dir: Path, rows: int,
@@ -34,7 +34,7 @@ def _stop_after_rows(command: list[str], run_dir: Path, rows: int,
     """Runs ``command`` until the candidates log has ``rows`` rows, then sends ``sig``; returns how it ended
     and how many programs had been evaluated when the signal was sent."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                               preexec_fn=_as_from_a_terminal)
+                               preexec_fn=_with_sigint_blocked)
     deadline = time.monotonic() + 240
     while process.poll() is None and _rows_now(run_dir) < rows and time.monotonic() < deadline:
         time.sleep(0.1)
