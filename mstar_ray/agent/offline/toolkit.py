@@ -198,24 +198,18 @@ def _distinct(ranked: list[Statement], wanted: int) -> list[Statement]:
     """The first ``wanted`` of ``ranked`` that say something new: material often repeats a sentence (as a summary,
     a fact and the raw text of one record), and a model quoting it does not quote a sentence twice, nor a piece of
     one it already quoted."""
-
-    def holds(longer: Statement, shorter: Statement) -> bool:
-        # Not by speaker: a record's labels ("Facts:", "Spans:") read as speakers and would keep its repeats apart.
-        return f" {_words(shorter)} " in f" {_words(longer)} "
-
-    kept: list[Statement] = []
+    # Words padded with spaces, so that containment is of whole words. Not by speaker: a record's labels
+    # ("Facts:", "Spans:") read as speakers and would keep its repeats apart.
+    kept: list[tuple[str, Statement]] = []
     for s in ranked:
-        if any(holds(k, s) for k in kept):
+        words = f" {' '.join(tx.tokenize(s.resolved))} "
+        if any(words in seen for seen, _ in kept):
             continue
         # A longer sentence holding one already kept says all of it and more: it takes that one's place.
-        kept = [k for k in kept if not holds(s, k)] + [s]
+        kept = [(seen, k) for seen, k in kept if seen not in words] + [(words, s)]
         if len(kept) == wanted:
             break
-    return kept
-
-
-def _words(s: Statement) -> str:
-    return " ".join(tx.tokenize(s.resolved))
+    return [s for _, s in kept]
 
 
 def _pick(material: list[str], focus: str, wanted: int) -> str:
