@@ -13,6 +13,8 @@ from mstar_ray.results import EvalConcurrency
 from mstar_ray.config_file import ConfigError, load_yaml
 from mstar_ray.contract import ContractError, Violation, check_source
 from mstar_ray.llm.settings import LLMSettings
+from mstar_ray.reflect import registry as reflectors
+from mstar_ray.reflect.registry import REFLECTOR_NAMES
 from mstar_ray.sandbox_host.process import SandboxLimits
 from mstar_ray.search.parents import ParentSelection
 from mstar_ray.serve.config import ServeConfig
@@ -81,9 +83,7 @@ class SearchConfig(_Section):
     max_repairs: int = Field(3, ge=0, description="repair rounds for a child that fails its checks or smoke test, "
                              "then it is discarded")
     runtime_fix: bool = Field(True, description="send a child that broke the contract at run time back for a fix")
-    reflector: Literal["offline", "offline-random", "llm"] = Field(
-        "offline", description="offline: generic edits chosen from the failures and lineage; offline-random: drawn "
-        "blindly (an ablation); llm: the llm.reflector endpoint")
+    reflector: Literal[REFLECTOR_NAMES] = Field("offline", description=reflectors.describe())
     judge_on: Literal["test", "all"] = Field("test", description="where the llm.judge adds its verdict to question "
                                              "answering (if configured); a rubric task's criteria it judges everywhere")
     attribution: bool = Field(True, description="attribute each failed item with evidence to storage, retrieval or "
@@ -127,8 +127,8 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _roles_present(self) -> RunConfig:
-        if self.search.reflector == "llm" and self.llm.reflector is None:
-            raise ValueError("search.reflector is 'llm' but llm.reflector is not configured")
+        if reflectors.reflector_class(self.search.reflector).needs_model and self.llm.reflector is None:
+            raise ValueError(f"search.reflector is {self.search.reflector!r} but llm.reflector is not configured")
         served = [m.name for m in self.serve.models]
         for role, name in self.llm.served().items():
             if name not in served:

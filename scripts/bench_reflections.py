@@ -48,7 +48,8 @@ from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig  # noqa: E402
 from mstar_ray.program_id import program_id  # noqa: E402
 from mstar_ray.reflect.edit_formats import EDIT_FORMATS, read_edit  # noqa: E402
 from mstar_ray.reflect.function_edit import EditError  # noqa: E402
-from mstar_ray.reflect.reflector import Child, LLMReflector, check_child  # noqa: E402
+from mstar_ray.reflect.one_shot import LLMReflector  # noqa: E402
+from mstar_ray.reflect.reflector import Child, check_child  # noqa: E402
 from mstar_ray.reflect.reply import ReplyError, parse_reply  # noqa: E402
 from mstar_ray.reflect.request import LineageEntry, ReflectionRequest, sample_cases  # noqa: E402
 from mstar_ray.reflect.smoke import smoke_test  # noqa: E402

@@ -17,7 +17,8 @@ from mstar_ray.program_id import program_id
 from mstar_ray.reflect.edit_formats import EDIT_FORMATS, instructions, read_edit, resolve_format
 from mstar_ray.reflect.function_edit import EditError, merge_definitions
 from mstar_ray.reflect.prompt import CHARS_PER_TOKEN, reflection_messages
-from mstar_ray.reflect.reflector import Child, LLMReflector, check_child
+from mstar_ray.reflect.one_shot import LLMReflector
+from mstar_ray.reflect.reflector import Child, check_child
 from mstar_ray.reflect.reply import ReplyError
 from mstar_ray.reflect.request import Case, ReflectionRequest
 from mstar_ray.reflect.smoke import smoke_test

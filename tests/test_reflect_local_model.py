@@ -16,7 +16,8 @@ from mstar_ray.llm.cache import MemoryCache
 from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig
 from mstar_ray.program_id import program_id
-from mstar_ray.reflect.reflector import Child, Discard, LLMReflector
+from mstar_ray.reflect.one_shot import LLMReflector
+from mstar_ray.reflect.reflector import Child, Discard
 from mstar_ray.reflect.request import ReflectionRequest, sample_cases
 from mstar_ray.reflect.smoke import smoke_test
 from mstar_ray.tasks.registry import load_task

@@ -21,7 +21,9 @@ from mstar_ray.reflect.mutations import (
     NoMutation, cap_per_source, date_aware_writes, failed_changes, fuse_keyword_scores, reflect, write_per_line,
 )
 from mstar_ray.reflect.mutations.reflective import WHY, _names_used
-from mstar_ray.reflect.reflector import Child, Discard, OfflineReflector
+from mstar_ray.reflect.offline import OfflineReflector
+from mstar_ray.reflect.offline_random import RandomOfflineReflector
+from mstar_ray.reflect.reflector import Child, Discard
 from mstar_ray.reflect.request import Case, LineageEntry, ReflectionRequest
 from mstar_ray.reflect.smoke import smoke_test
 from mstar_ray.run_config import RunConfig
@@ -167,7 +169,7 @@ def test_the_reflector_does_not_offer_again_what_its_check_refused():
 def test_offline_reflects_and_offline_random_is_blind():
     parent, donors = seed_source("vector_search"), [seed_source("experience_learner")]
     smoke = lambda source: smoke_test(source, HashingEmbedder())
-    reflective, blind = OfflineReflector(), OfflineReflector(reflective=False)
+    reflective, blind = OfflineReflector(), RandomOfflineReflector()
     kinds = {True: Counter(), False: Counter()}
     for s in range(8):
         for is_reflective, reflector in ((True, reflective), (False, blind)):

@@ -8,8 +8,8 @@ import ray
 from mstar_ray.actors.run_services import Remote
 from mstar_ray.actors.wiring import RoleClients
 from mstar_ray.llm.settings import LLMSettings
-from mstar_ray.reflect.edit_formats import resolve_format
-from mstar_ray.reflect.reflector import LLMReflector, OfflineReflector, ReflectionOutcome
+from mstar_ray.reflect.reflector import ReflectionOutcome
+from mstar_ray.reflect.registry import ReflectorSetup, make_reflector
 from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.reflect.smoke import smoke_test
 from mstar_ray.sandbox_host.process import SandboxLimits, check_layers, shared_fork_server
@@ -27,12 +27,7 @@ class ReflectorActor:
                                          gateway=Remote.named(gateway_name))
         self.embedder = roles.embedder()
         self.limits = limits
-        if kind == "llm":
-            config = settings.reflector
-            self.reflector = LLMReflector(roles.client("reflector"), edit_format=resolve_format(config.edit_format, config.model),
-                                          context_tokens=config.context_tokens, max_repairs=max_repairs)
-        else:
-            self.reflector = OfflineReflector(max_repairs=max_repairs, reflective=kind == "offline")
+        self.reflector = make_reflector(kind, ReflectorSetup(settings, max_repairs, roles.client))
 
     def sandbox_layers(self) -> dict:
         """The layers its smoke tests' sandboxes get here; raises ``SandboxUnavailable`` when a required one is missing."""

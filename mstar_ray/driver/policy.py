@@ -24,6 +24,7 @@ from mstar_ray.exit_codes import InfrastructureError, InputError
 from mstar_ray.families import family
 from mstar_ray.llm.errors import BudgetExceeded
 from mstar_ray.reflect.reflector import Child, Discard, ReflectionOutcome
+from mstar_ray.reflect.registry import reflector_class
 from mstar_ray.reflect.request import ReflectionRequest, sample_cases, shown_results
 from mstar_ray.results import EvalReport, stage_totals
 from mstar_ray.run_config import RunConfig
@@ -381,7 +382,7 @@ class SearchPolicy:
 
     def _maybe_fix(self, candidate: Candidate, report: EvalReport) -> None:
         cfg = self.config.search
-        if not cfg.runtime_fix or candidate.fix_round >= cfg.max_repairs or cfg.reflector != "llm":
+        if not cfg.runtime_fix or candidate.fix_round >= cfg.max_repairs or not reflector_class(cfg.reflector).fixes_runtime:
             return
         parent = self.state.population.get(candidate.parent)
         v = report.violation

@@ -1,6 +1,7 @@
-"""From a reflection request to a checked child, or a discard with its reasons.
+"""From a reflection request to a checked child, or a discard with its reasons: what every reflector kind
+(``mstar_ray.reflect.registry``) returns and the checks they share.
 
-Both reflectors share one path: a proposal (an LLM reply, or an offline mutation written as a V4A patch)
+Every kind shares one path: a proposal (an LLM reply, or an offline mutation written as a V4A patch)
 is applied to the parent, then checked (the contract, the ablation's frozen parts, novelty, a sandbox
 smoke test). A failure goes back for another attempt with the full error, at most ``max_repairs`` times;
 then the candidate is discarded and the caller logs why.
@@ -9,7 +10,6 @@ then the candidate is discarded and the caller logs why.
 from __future__ import annotations
 
 import ast
-import random
 import re
 from collections.abc import Callable
 from typing import Literal
@@ -17,16 +17,10 @@ from typing import Literal
 from pydantic import BaseModel
 
 from mstar_ray.contract import REQUIRED_CONSTANTS, check_source, inspect_program
-from mstar_ray.llm.errors import RequestRefused
 from mstar_ray.llm.usage import CallLog
 from mstar_ray.program_ast import assigned_name, changed_pieces, unused_additions
 from mstar_ray.program_id import ProgramIdentity, program_id
-from mstar_ray.reflect.edit_formats import EditFormat, read_edit
-from mstar_ray.reflect.function_edit import EditError
-from mstar_ray.reflect.prompt import CHARS_PER_TOKEN, reflection_messages, repair_messages
-from mstar_ray.reflect.reply import ReplyError
 from mstar_ray.reflect.request import ALREADY_EVALUATED, NO_CHANGE, ReflectionRequest
-from mstar_ray.reflect.v4a import PatchError, apply_patch, make_patch
 
 SmokeTest = Callable[[str], "str | None"]
 
@@ -149,102 +143,3 @@ def check_child(parent: str, child: str, request: ReflectionRequest, smoke: Smok
     if program_id(child) in set(request.known_ids):
         return f"this exact program was {ALREADY_EVALUATED}: make a different change"
     return smoke(child)
-
-
-class LLMReflector:
-    def __init__(self, client, *, edit_format: EditFormat = "v4a", context_tokens: int | None = None,
-                 max_repairs: int = 3):
-        self.client = client
-        self.edit_format = edit_format
-        self.context_tokens = context_tokens
-        self.max_repairs = max_repairs
-
-    def _prompt_budget(self, reserved_chars: int = 0) -> int | None:
-        """Prompt tokens left in the model's context once its reply (and a repair turn's extra text)
-        are set aside; None when the context is not configured."""
-        if self.context_tokens is None:
-            return None
-        return self.context_tokens - self.client.endpoint.config.max_tokens - int(reserved_chars / CHARS_PER_TOKEN)
-
-    def reflect(self, request: ReflectionRequest, smoke: SmokeTest) -> Child | Discard:
-        messages = reflection_messages(request, self.edit_format, self._prompt_budget())
-        limit = self.max_repairs + 1
-        errors: list[str] = []
-        for attempt in range(1, limit + 1):
-            step = "reflect" if attempt == 1 else "repair"
-            # The reply's length is the reflector endpoint's max_tokens: a patch needs room, set it per model.
-            try:
-                reply = self.client.complete(messages, step=step).text
-            except RequestRefused as refused:
-                # e.g. a prompt longer than a small model's context: this parent cannot be reflected on here
-                return Discard(parent=request.parent_id, reason=str(refused), attempts=attempt, errors=[*errors, str(refused)])
-            try:
-                edit = read_edit(request.parent_source, reply, self.edit_format)
-                error = check_child(request.parent_source, edit.source, request, smoke, edit.unchanged)
-            except (ReplyError, PatchError, EditError) as exc:
-                error = str(exc)
-            if error is None:
-                return Child(
-                    id=program_id(edit.source), source=edit.source, parent=request.parent_id, origin="reflection",
-                    commit_message=commit_message(edit.commit_message, request.parent_source, edit.source),
-                    iteration=request.iteration, patch=edit.text, edit_format=edit.edit_format, attempts=attempt, errors=errors, tolerances=edit.tolerances,
-                )
-            errors.append(error)
-            # The repair turn carries this attempt's reply and error (so it never repeats a cached request)
-            # on the original request, not the whole conversation, which a small context cannot hold.
-            base = reflection_messages(request, self.edit_format, self._prompt_budget(len(reply) + len(error) + 200))
-            messages = repair_messages(base, reply, error, attempt, limit, self.edit_format)
-        return Discard(parent=request.parent_id, reason=f"no valid child after {limit} attempts", attempts=limit, errors=errors)
-
-
-class OfflineReflector:
-    """No model: a generic program mutation (``mstar_ray.reflect.mutations``), written as a V4A patch and
-    applied through the same path as a model's patch. A failed check is answered with another mutation.
-
-    ``reflective`` (``search.reflector: offline``): the edit is chosen from the request's failures, their
-    stages and the lineage (``mutations.reflect``); else (``offline-random``, an ablation) drawn blindly."""
-
-    def __init__(self, *, max_repairs: int = 3, reflective: bool = True):
-        self.max_repairs = max_repairs
-        self.reflective = reflective
-
-    def _propose(self, request: ReflectionRequest, rng: random.Random, rejected: list[str]):
-        from mstar_ray.reflect.mutations import propose, reflect
-
-        if not self.reflective:
-            return propose(request.parent_source, request.donors, rng, frozen_code=request.frozen_code,
-                           frozen_instructions=request.frozen_instructions)
-        return reflect(request.parent_source, request.donors, rng, failures=request.failures,
-                       stage_counts=request.stage_counts, lineage=request.lineage, exclude=rejected,
-                       frozen_code=request.frozen_code, frozen_instructions=request.frozen_instructions)
-
-    def reflect(self, request: ReflectionRequest, smoke: SmokeTest) -> Child | Discard:
-        from mstar_ray.reflect.mutations import NoMutation
-
-        limit = self.max_repairs + 1
-        if request.kind == "runtime_fix":
-            return Discard(parent=request.parent_id, reason="the offline reflector cannot fix runtime violations",
-                           attempts=0, errors=[request.violation or ""])
-        rng = random.Random(request.seed)
-        errors: list[str] = []
-        rejected: list[str] = []  # descriptions of mutations that failed their check: not proposed again
-        for attempt in range(1, limit + 1):
-            mutation = None
-            try:
-                mutation = self._propose(request, rng, rejected)
-                patch = make_patch(request.parent_source, mutation.source)
-                source = apply_patch(request.parent_source, patch).source
-                error = check_child(request.parent_source, source, request, smoke)
-            except (NoMutation, PatchError) as exc:
-                error = str(exc)
-            if error is None:
-                return Child(
-                    id=program_id(source), source=source, parent=request.parent_id, origin=f"mutation:{mutation.kind}",
-                    commit_message=mutation.description, iteration=request.iteration, patch=patch, edit_format="mutation",
-                    attempts=attempt,
-                    errors=errors,
-                )
-            errors.append(error)
-            if mutation is not None:
-                rejected.append(mutation.description)
-        return Discard(parent=request.parent_id, reason=f"no valid child after {limit} attempts", attempts=limit, errors=errors)

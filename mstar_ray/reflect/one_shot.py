@@ -1,0 +1,73 @@
+"""The one-shot LLM reflector (``search.reflector: llm``): one prompt, one reply in the configured edit format,
+and, when the child fails its checks, a repair turn with the full error, at most ``max_repairs`` times."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from mstar_ray.llm.errors import RequestRefused
+from mstar_ray.program_id import program_id
+from mstar_ray.reflect.base import ReflectorSetup
+from mstar_ray.reflect.edit_formats import EditFormat, read_edit, resolve_format
+from mstar_ray.reflect.function_edit import EditError
+from mstar_ray.reflect.prompt import CHARS_PER_TOKEN, reflection_messages, repair_messages
+from mstar_ray.reflect.reflector import Child, Discard, SmokeTest, check_child, commit_message
+from mstar_ray.reflect.reply import ReplyError
+from mstar_ray.reflect.request import ReflectionRequest
+from mstar_ray.reflect.v4a import PatchError
+
+
+class LLMReflector:
+    name: ClassVar[str] = "llm"
+    needs_model: ClassVar[bool] = True
+    fixes_runtime: ClassVar[bool] = True
+
+    @classmethod
+    def make(cls, setup: ReflectorSetup) -> LLMReflector:
+        config = setup.settings.reflector
+        return cls(setup.client("reflector"), edit_format=resolve_format(config.edit_format, config.model),
+                   context_tokens=config.context_tokens, max_repairs=setup.max_repairs)
+
+    def __init__(self, client, *, edit_format: EditFormat = "v4a", context_tokens: int | None = None,
+                 max_repairs: int = 3):
+        self.client = client
+        self.edit_format = edit_format
+        self.context_tokens = context_tokens
+        self.max_repairs = max_repairs
+
+    def _prompt_budget(self, reserved_chars: int = 0) -> int | None:
+        """Prompt tokens left in the model's context once its reply (and a repair turn's extra text)
+        are set aside; None when the context is not configured."""
+        if self.context_tokens is None:
+            return None
+        return self.context_tokens - self.client.endpoint.config.max_tokens - int(reserved_chars / CHARS_PER_TOKEN)
+
+    def reflect(self, request: ReflectionRequest, smoke: SmokeTest) -> Child | Discard:
+        messages = reflection_messages(request, self.edit_format, self._prompt_budget())
+        limit = self.max_repairs + 1
+        errors: list[str] = []
+        for attempt in range(1, limit + 1):
+            step = "reflect" if attempt == 1 else "repair"
+            # The reply's length is the reflector endpoint's max_tokens: a patch needs room, set it per model.
+            try:
+                reply = self.client.complete(messages, step=step).text
+            except RequestRefused as refused:
+                # e.g. a prompt longer than a small model's context: this parent cannot be reflected on here
+                return Discard(parent=request.parent_id, reason=str(refused), attempts=attempt, errors=[*errors, str(refused)])
+            try:
+                edit = read_edit(request.parent_source, reply, self.edit_format)
+                error = check_child(request.parent_source, edit.source, request, smoke, edit.unchanged)
+            except (ReplyError, PatchError, EditError) as exc:
+                error = str(exc)
+            if error is None:
+                return Child(
+                    id=program_id(edit.source), source=edit.source, parent=request.parent_id, origin="reflection",
+                    commit_message=commit_message(edit.commit_message, request.parent_source, edit.source),
+                    iteration=request.iteration, patch=edit.text, edit_format=edit.edit_format, attempts=attempt, errors=errors, tolerances=edit.tolerances,
+                )
+            errors.append(error)
+            # The repair turn carries this attempt's reply and error (so it never repeats a cached request)
+            # on the original request, not the whole conversation, which a small context cannot hold.
+            base = reflection_messages(request, self.edit_format, self._prompt_budget(len(reply) + len(error) + 200))
+            messages = repair_messages(base, reply, error, attempt, limit, self.edit_format)
+        return Discard(parent=request.parent_id, reason=f"no valid child after {limit} attempts", attempts=limit, errors=errors)

@@ -1,0 +1,39 @@
+"""The reflector kinds, by their ``search.reflector`` name: each a class satisfying
+:class:`~mstar_ray.reflect.base.Reflector` in a module of its own, imported on first use (a kind's
+dependencies are paid for only by the runs that use it). A new kind is one module and one line here."""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from mstar_ray.exit_codes import InputError
+from mstar_ray.reflect.base import Reflector, ReflectorSetup
+
+# name -> (module, class, what it does: the config reference's description of search.reflector)
+_REFLECTORS: dict[str, tuple[str, str, str]] = {
+    "offline": ("mstar_ray.reflect.offline", "OfflineReflector",
+                "generic edits chosen from the failures and lineage"),
+    "offline-random": ("mstar_ray.reflect.offline_random", "RandomOfflineReflector", "drawn blindly (an ablation)"),
+    "llm": ("mstar_ray.reflect.one_shot", "LLMReflector", "the llm.reflector endpoint, one reply per attempt"),
+}
+REFLECTOR_NAMES: tuple[str, ...] = tuple(_REFLECTORS)
+
+
+def describe() -> str:
+    """Each kind and what it does, for the config's reference."""
+    return "; ".join(f"{name}: {what}" for name, (_, _, what) in _REFLECTORS.items())
+
+
+def reflector_class(name: str) -> type[Reflector]:
+    """The class of the kind called ``name``."""
+    if name not in _REFLECTORS:
+        raise InputError(f"unknown reflector {name!r}; the reflectors are {', '.join(REFLECTOR_NAMES)}")
+    module, cls, _ = _REFLECTORS[name]
+    return getattr(import_module(module), cls)
+
+
+def make_reflector(name: str, setup: ReflectorSetup) -> Reflector:
+    return reflector_class(name).make(setup)
+
+
+__all__ = ["REFLECTOR_NAMES", "Reflector", "ReflectorSetup", "describe", "make_reflector", "reflector_class"]
