@@ -94,13 +94,13 @@ class InProcessPool:
 
 
 def make_policy(tmp_path: Path, *, evaluators: int = 1, reflectors: int = 1, max_candidates: int = 4,
-                seeds=SEED_NAMES, **search) -> tuple[SearchPolicy, list]:
+                seeds=SEED_NAMES, llm: dict | None = None, **search) -> tuple[SearchPolicy, list]:
     config = RunConfig.model_validate({
         "task": {"name": "synthetic", "seed": 1},
         "split": {"static_size": 6, "rotating_size": 2, "train_ratio": 2.0},
         "search": {"max_candidates": max_candidates, "reflections_in_flight": reflectors,
                    "evaluations_in_flight": evaluators, "reflector": "offline", **search},
-        "llm": {"embedding": {"kind": "hashing"}},
+        "llm": {"embedding": {"kind": "hashing"}, **(llm or {})},
     })
     task = make_synthetic(seed=1)
     plan = SplitPlan(task, HashingEmbedder(), test_fraction=config.split.test_fraction, static_size=6,

@@ -76,7 +76,7 @@ def probe_endpoints(settings: LLMSettings, say: Callable[[str], None] = _stderr)
             f"(max_tokens {config.max_tokens})")
     if settings.embedding.kind == "openai":
         make_embedder(settings.embedding).probe()
-    return settings.model_copy(update=chosen)
+    return settings.with_endpoints(chosen)
 
 
 class RoleClients:
@@ -88,7 +88,8 @@ class RoleClients:
         self._remote_embedders: list = []  # OpenAIEmbedders: their requests are priced calls, logged like a client's
 
     def client(self, role: str) -> LLMClient | None:
-        """The role's ``LLMClient``, or ``None`` when the role is not configured."""
+        """The role's ``LLMClient``, or ``None`` when the role is not configured; an ensemble's other reflectors
+        are ``reflector:MODEL`` (``LLMSettings.endpoints``), whose calls are logged as the reflector's."""
         config = self.settings.endpoints().get(role)
         if config is None:
             return None
@@ -96,7 +97,7 @@ class RoleClients:
             from mstar_ray.llm.client import LLMClient
             from mstar_ray.llm.endpoint import ChatEndpoint
 
-            self._clients[role] = LLMClient(ChatEndpoint(role, config), cache=self.cache, gateway=self.gateway)
+            self._clients[role] = LLMClient(ChatEndpoint(role.split(":")[0], config), cache=self.cache, gateway=self.gateway)
         return self._clients[role]
 
     def drain_calls(self) -> list[CallLog]:

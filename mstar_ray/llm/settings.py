@@ -62,7 +62,11 @@ class LLMSettings(BaseModel):
 
     task: EndpointConfig | None = Field(None, description="the task agent; none: the offline backend")
     toolkit: EndpointConfig | None = Field(None, description="memory programs' llm_completion; default: task")
-    reflector: ReflectorConfig | None = None
+    reflector: ReflectorConfig | list[ReflectorConfig] | None = Field(
+        None, description="the reflector's endpoint; or a list of them (an ensemble: each reflection picks one by the "
+        "improvement its children brought per dollar, mstar_ray.reflect.ensemble; every model priced in prices)")
+    ensemble_exploration: float = Field(1.0, ge=0, description="an ensemble's exploration: the weight of the bandit's "
+                                        "bonus for a model with few judged reflections (0: always the best so far)")
     judge: EndpointConfig | None = Field(None, description="LLM-judge scoring; none: token F1 only, and a rubric "
                                          "task's criteria judged by the offline stand-in grader (for CI only)")
     embedding: EmbeddingConfig = EmbeddingConfig()
@@ -70,6 +74,22 @@ class LLMSettings(BaseModel):
     budget: Budget = Budget()
     max_in_flight: int | None = Field(None, gt=0, description="requests in flight to all endpoints together, across "
                                       "the whole run (beside each role's max_concurrency); null: only theirs")
+
+    @model_validator(mode="after")
+    def _ensemble_distinct_and_priced(self) -> LLMSettings:
+        models = [c.model for c in self.reflectors()]
+        if isinstance(self.reflector, list):
+            if not models:
+                raise ValueError("reflector is an empty list: give one endpoint, or several")
+            repeated = sorted({m for m in models if models.count(m) > 1})
+            if repeated or None in models:
+                raise ValueError("reflector: each endpoint of the list needs a model name of its own"
+                                 + (f" ({', '.join(map(str, repeated))} repeated)" if repeated else ""))
+            unpriced = [m for m in models if m not in self.prices] if len(models) > 1 else []
+            if unpriced:
+                raise ValueError(f"reflector lists several models, chosen by improvement per dollar, but prices has no "
+                                 f"entry for {', '.join(unpriced)}")
+        return self
 
     @model_validator(mode="after")
     def _priced_when_budgeted(self) -> LLMSettings:
@@ -82,21 +102,43 @@ class LLMSettings(BaseModel):
                 raise ValueError(f"budget.max_usd is set but prices has no entry for model(s) {', '.join(unpriced)}")
         return self
 
+    def reflectors(self) -> list[ReflectorConfig]:
+        """The reflector's endpoints: none, one, or an ensemble's, in the order configured."""
+        if self.reflector is None:
+            return []
+        return list(self.reflector) if isinstance(self.reflector, list) else [self.reflector]
+
+    def _configured(self) -> dict[str, EndpointConfig]:
+        """Every endpoint configured, by role; an ensemble's second and later reflectors as ``reflector:MODEL``."""
+        found = {role: getattr(self, role) for role in ROLES if role != "reflector" and getattr(self, role) is not None}
+        for index, config in enumerate(self.reflectors()):
+            found["reflector" if index == 0 else f"reflector:{config.model}"] = config
+        return found
+
     def endpoints(self) -> dict[str, EndpointConfig]:
         """Configured roles; the toolkit falls back to the task agent's endpoint."""
-        found = {role: getattr(self, role) for role in ROLES if getattr(self, role) is not None}
+        found = self._configured()
         if "task" in found and "toolkit" not in found:
             found["toolkit"] = found["task"]
         return found
 
+    def with_endpoints(self, configs: dict[str, EndpointConfig]) -> LLMSettings:
+        """These settings with the endpoints ``configs`` names (by ``endpoints()``'s keys) replaced."""
+        update = {role: config for role, config in configs.items() if role in ROLES and role != "reflector"}
+        if self.reflector is not None and any(role.split(":")[0] == "reflector" for role in configs):
+            listed = [configs.get(key, config) for key, config in self._configured().items()
+                      if key.split(":")[0] == "reflector"]
+            update["reflector"] = listed if isinstance(self.reflector, list) else listed[0]
+        return self.model_copy(update=update)
+
     def served(self) -> dict[str, str]:
-        """The served model each role names (``served: NAME``), by role as configured."""
-        return {role: getattr(self, role).served for role in ROLES
-                if getattr(self, role) is not None and getattr(self, role).served is not None}
+        """The served model each endpoint names (``served: NAME``), by ``endpoints()``'s key as configured."""
+        return {role: config.served for role, config in self._configured().items() if config.served is not None}
 
     def at_served(self, urls: dict[str, str]) -> LLMSettings:
         """These settings with every served role calling where its model was deployed (``urls`` by name)."""
-        return self.model_copy(update={role: getattr(self, role).at(urls[name]) for role, name in self.served().items()})
+        configured = self._configured()
+        return self.with_endpoints({role: configured[role].at(urls[name]) for role, name in self.served().items()})
 
     def limits(self) -> dict[str, EndpointLimit]:
         """One limit per endpoint (server and model), the strictest any role (or the embeddings) asks for."""

@@ -23,10 +23,14 @@ class LLMReflector:
     fixes_runtime: ClassVar[bool] = True
 
     @classmethod
-    def make(cls, setup: ReflectorSetup) -> LLMReflector:
-        config = setup.settings.reflector
-        return cls(setup.client("reflector"), edit_format=resolve_format(config.edit_format, config.model),
-                   context_tokens=config.context_tokens, max_repairs=setup.max_repairs)
+    def make(cls, setup: ReflectorSetup) -> LLMReflector | ModelEnsemble:
+        """One reflector per configured model; an ensemble's answers each request with the model it names."""
+        configs = setup.settings.reflectors()
+        made = {config.model: cls(setup.client("reflector" if index == 0 else f"reflector:{config.model}"),
+                                  edit_format=resolve_format(config.edit_format, config.model),
+                                  context_tokens=config.context_tokens, max_repairs=setup.max_repairs)
+                for index, config in enumerate(configs)}
+        return next(iter(made.values())) if len(made) == 1 else ModelEnsemble(made)
 
     def __init__(self, client, *, edit_format: EditFormat = "v4a", context_tokens: int | None = None,
                  max_repairs: int = 3):
@@ -71,3 +75,18 @@ class LLMReflector:
             base = reflection_messages(request, self.edit_format, self._prompt_budget(len(reply) + len(error) + 200))
             messages = repair_messages(base, reply, error, attempt, limit, self.edit_format)
         return Discard(parent=request.parent_id, reason=f"no valid child after {limit} attempts", attempts=limit, errors=errors)
+
+
+class ModelEnsemble:
+    """Several models' one-shot reflectors (``llm.reflector`` lists several): the policy names the model of each
+    request (``mstar_ray.reflect.ensemble`` chooses it); a request naming none goes to the first."""
+
+    def __init__(self, members: dict[str, LLMReflector]):
+        self.members = members
+
+    def reflect(self, request: ReflectionRequest, smoke: SmokeTest) -> Child | Discard:
+        model = request.model or next(iter(self.members))
+        if model not in self.members:  # a request made before a resume that changed the list
+            return Discard(parent=request.parent_id, reason=f"the reflector model {model!r} is no longer configured "
+                           f"(llm.reflector lists {', '.join(self.members)})", attempts=0, errors=[])
+        return self.members[model].reflect(request, smoke)

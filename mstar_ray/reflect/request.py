@@ -67,6 +67,7 @@ class ReflectionRequest(BaseModel):
     frozen_instructions: bool = False
     seed: int = 0  # for the offline reflector's random choices
     iteration: int = 0  # the search iteration this reflection belongs to (its child carries it)
+    model: str | None = None  # which of an ensemble's reflector models answers it (none: the first configured)
 
 
 def as_case(result: ItemResult, evidence: Mapping[str, str] | None = None) -> Case:

@@ -22,6 +22,7 @@ from mstar_ray.runlog.reader import read_rows
 from mstar_ray.runlog.schemas import CandidateRow
 from mstar_ray.runlog.sources import load_source
 from mstar_ray.state.candidate import Candidate
+from mstar_ray.state.reflector_yield import book
 from mstar_ray.state.search_state import SearchState
 from mstar_ray.state.transitions import (
     Discarded, Duplicate, Evaluated, Failed, Queued, ReflectionStarted, Retried, Screened, Stopped, Transition,
@@ -57,7 +58,7 @@ def restore(run_dir: Path) -> SearchState:
             state.apply(_from_row(row, results, run_dir))
     for candidate in state.pending.values():
         candidate.source = load_source(run_dir, candidate.id)
-    state.usage = _usage(run_dir)
+    state.usage, state.reflector_usage = _usage(run_dir)
     return state
 
 
@@ -95,16 +96,15 @@ def _search_results(run_dir: Path) -> dict[str, list[ItemResult]]:
     return results
 
 
-def _usage(run_dir: Path) -> dict[str, RoleUsage]:
+def _usage(run_dir: Path) -> tuple[dict[str, RoleUsage], dict[str, RoleUsage]]:
+    """What the calls took by role, and the reflector's by model (an ensemble's spend per model)."""
     usage: dict[str, RoleUsage] = {}
+    by_model: dict[str, RoleUsage] = {}
     for call in read_rows(run_dir, "llm_calls"):
-        if not call.cache_hit:
-            role = usage.setdefault(call.role, RoleUsage())
-            role.calls += 1
-            role.prompt_tokens += call.prompt_tokens
-            role.completion_tokens += call.completion_tokens
-            role.cost_usd += call.cost_usd
-    return usage
+        book(usage, call.role, call)
+        if call.role == "reflector":
+            book(by_model, call.model, call)
+    return usage, by_model
 
 
 def wall_seconds(events) -> float:

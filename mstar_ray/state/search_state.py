@@ -39,6 +39,7 @@ class SearchState:
     queued: list[str] = field(default_factory=list)
     pending: dict[str, Candidate] = field(default_factory=dict)  # queued, in queue order, with no result yet
     open_reflections: set[int] = field(default_factory=set)  # improve reflections started, with no child yet
+    reflector_models: dict[int, str] = field(default_factory=dict)  # by iteration: the ensemble model it went to
     iterations: int = 0  # improve reflections started
     evaluated: int = 0  # children with a result (scored, violation, failed or screened out); seeds are not counted
     screened_out: int = 0  # children the cascade stopped after their slice
@@ -54,6 +55,7 @@ class SearchState:
     stop: StopReason | None = None
     # Filled by a replay only (live, the LLM gateway counts usage and the process its own wall time).
     usage: dict[str, RoleUsage] = field(default_factory=dict)
+    reflector_usage: dict[str, RoleUsage] = field(default_factory=dict)  # the reflector role's, by model
     wall_s: float = 0.0
 
     @property
@@ -96,9 +98,11 @@ class SearchState:
                 self.queued.append(candidate.id)
                 self.pending[candidate.id] = candidate
                 self._answered(candidate)
-            case ReflectionStarted(iteration=iteration, kind="improve"):
+            case ReflectionStarted(iteration=iteration, kind="improve", model=model):
                 self.iterations = max(self.iterations, iteration)
                 self.open_reflections.add(iteration)
+                if model is not None:
+                    self.reflector_models[iteration] = model
             case ReflectionStarted():
                 pass
             case Screened(candidate=candidate, score=score, bar=bar, passed=passed):

@@ -31,6 +31,9 @@ class Queued(_Transition):
 class ReflectionStarted(_Transition):
     iteration: int
     kind: ReflectionKind
+    # An ensemble's choice of reflector model and why (mstar_ray.reflect.ensemble); none with one model or none.
+    model: str | None = None
+    reason: str | None = None
 
 
 class Evaluated(_Transition):
