@@ -19,6 +19,7 @@ import pytest
 from pydantic import ValidationError
 
 from mstar_ray.actors.wiring import RoleClients
+from mstar_ray.inspect.status import status_text
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.reflect.base import ReflectorSetup
 from mstar_ray.reflect.ensemble import ENTRY_CREDIT, Arm, choose
@@ -107,6 +108,7 @@ def test_the_bandit_moves_the_reflections_to_the_model_that_improves_more_per_do
     with ScriptedServer(reply_for=improving_model()) as good, ScriptedServer(reply_for=idle_model) as poor:
         servers = {"good-cheap": good, "poor-dear": poor}
         policy, seeds, settings = ensemble_policy(tmp_path, [endpoint(servers[m], m) for m in order], max_candidates=8)
+        policy.observer.run_dir.write_config(policy.config)
         policy.start(seeds, None)
         policy.drive(EnsemblePool(settings))
         policy.stopped()
@@ -124,7 +126,10 @@ def test_the_bandit_moves_the_reflections_to_the_model_that_improves_more_per_do
                if e.transition == "ReflectionStarted"]
     assert reasons[:2] == ["not tried yet", "not tried yet"]
     assert all(r.startswith("best bound on gain per dollar") for r in reasons[2:])
-    print("\n".join(yield_lines(list(arms.values()))))
+    # status shows the same records, rebuilt from the run directory
+    shown = [line for line in status_text(policy.observer.run_dir.path).splitlines() if line.startswith("reflector ")]
+    assert shown == [f"reflector {line}" for line in yield_lines([arms[m] for m in order])]
+    print("\n".join(shown))
 
 
 def test_the_records_rebuilt_from_the_logs_are_the_live_ones_and_a_resume_may_change_the_list(tmp_path: Path):

@@ -31,6 +31,7 @@ from mstar_ray.runlog.transfer import TransferMatrix  # noqa: E402
 from mstar_ray.search.pareto import ParetoParents  # noqa: E402
 from mstar_ray.search.population import Population  # noqa: E402
 from mstar_ray.search.split import Split  # noqa: E402
+from mstar_ray.state.reflector_yield import model_arms, yield_lines  # noqa: E402
 from mstar_ray.state.replay import restore  # noqa: E402
 from mstar_ray.structure.population_map import PopulationMap, map_population  # noqa: E402
 from mstar_ray.structure.index import StructureIndex  # noqa: E402
@@ -293,6 +294,9 @@ def build_report(run_dir: Path) -> str:
              f"cost ${sum(c.cost_usd for c in calls):.4f}; {sum(c.cache_hit for c in calls)} of {len(calls)} LLM requests from the cache",
              f"{duplicates} children not evaluated again (identical or structurally identical to a program already queued)",
              *(f"scored by {html.escape(metric)}" for metric in metrics(run_dir))]
+    if state.reflector_models:  # an ensemble of reflector models: spend and yield per model
+        arms = model_arms(state, state.reflector_usage, [c.model for c in config.llm.reflectors()])
+        facts += [f"reflector {html.escape(line)}" for line in yield_lines(arms)]
     if config.search.cascade is not None:
         passed = [r for r in evaluated if r.origin != "seed" and r.screen_score is not None]
         facts.append(f"cascade (rule {config.search.cascade.rule}): {len(screened)} children screened out after the "
