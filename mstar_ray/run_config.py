@@ -14,6 +14,7 @@ from mstar_ray.config_file import ConfigError, load_yaml
 from mstar_ray.contract import ContractError, Violation, check_source
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.reflect import registry as reflectors
+from mstar_ray.reflect.guidance import SEED_GUIDANCE
 from mstar_ray.reflect.registry import REFLECTOR_NAMES
 from mstar_ray.sandbox_host.process import SandboxLimits
 from mstar_ray.search.parents import ParentSelection
@@ -61,6 +62,16 @@ class CascadeConfig(_Section):
     quantile: float = Field(0.5, ge=0, le=1, description="rule quantile: the population's slice-score quantile to reach")
 
 
+class GuidanceConfig(_Section):
+    """Evolving reflector instructions (mstar_ray.reflect.guidance): a small population of instruction texts, each
+    reflection drawing one; every rewrite_every judged reflections the worst is rewritten from the best."""
+
+    size: int = Field(4, ge=2, le=len(SEED_GUIDANCE), description="instruction texts in the population")
+    rewrite_every: int = Field(6, gt=0, description="judged reflections between two rewrites of the worst text")
+    exploration: float = Field(1.0, ge=0, description="weight of the draw's bonus for a text with few judged "
+                               "reflections (0: always the best so far)")
+
+
 class SearchConfig(_Section):
     seeds: list[str] = Field(default_factory=lambda: list(library.PAPER_SEEDS), min_length=1,
                              description="library names (mstar-ray seeds) or paths to program files; a relative "
@@ -84,6 +95,8 @@ class SearchConfig(_Section):
                              "then it is discarded")
     runtime_fix: bool = Field(True, description="send a child that broke the contract at run time back for a fix")
     reflector: Literal[REFLECTOR_NAMES] = Field("offline", description=reflectors.describe())
+    guidance: GuidanceConfig | None = Field(None, description="evolve the reflector's instructions; none (the "
+                                            "default): one fixed instruction")
     judge_on: Literal["test", "all"] = Field("test", description="where the llm.judge adds its verdict to question "
                                              "answering (if configured); a rubric task's criteria it judges everywhere")
     attribution: bool = Field(True, description="attribute each failed item with evidence to storage, retrieval or "

@@ -24,7 +24,7 @@ from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.reflect.base import ReflectorSetup
 from mstar_ray.reflect.ensemble import ENTRY_CREDIT, Arm, choose
 from mstar_ray.reflect.one_shot import ModelEnsemble
-from mstar_ray.reflect.reflector import ReflectionOutcome
+from mstar_ray.reflect.reflector import ReflectionOutcome, answer
 from mstar_ray.reflect.registry import make_reflector
 from mstar_ray.runlog.reader import read_rows
 from mstar_ray.search.work import Done, Finished
@@ -83,14 +83,14 @@ class EnsemblePool(InProcessPool):
         work = self.running.pop(0)
         self.roles.drain_calls()
         # the sandboxed smoke test is not what is under test here (tests/test_reflect_pipeline runs it)
-        result = self.reflector.reflect(work.payload, lambda source: None)
-        return [Finished(work, ReflectionOutcome(result=result, calls=self.roles.drain_calls()))]
+        result, guidance = answer(self.reflector, work.payload, lambda source: None)
+        return [Finished(work, ReflectionOutcome(result=result, calls=self.roles.drain_calls(), guidance=guidance))]
 
 
 def ensemble_policy(tmp_path: Path, endpoints: list[dict], max_candidates: int):
     policy, seeds = make_policy(tmp_path, max_candidates=max_candidates, reflector="llm",
                                 llm={"reflector": endpoints, "prices": PRICES})
-    assert policy.ensemble == [e["model"] for e in endpoints]
+    assert policy.steering.ensemble == [e["model"] for e in endpoints]
     return policy, seeds, policy.config.llm
 
 
@@ -115,7 +115,7 @@ def test_the_bandit_moves_the_reflections_to_the_model_that_improves_more_per_do
         policy.observer.run_dir.close()
     counts = reflections_by_model(policy.observer.run_dir.path)
     assert counts["poor-dear"] <= 2 < 8 <= counts["good-cheap"], counts  # each tried, then the better per dollar
-    arms = {a.model: a for a in model_arms(policy.state, policy.reflector_spend, policy.ensemble)}
+    arms = {a.model: a for a in model_arms(policy.state, policy.steering.spend, policy.steering.ensemble)}
     good_arm, poor_arm = arms["good-cheap"], arms["poor-dear"]
     assert good_arm.entered == good_arm.judged and good_arm.lead > 0 and poor_arm.entered == 0
     # each of the idle model's reflections made two calls (a repair) at ten times the price
@@ -139,10 +139,10 @@ def test_the_records_rebuilt_from_the_logs_are_the_live_ones_and_a_resume_may_ch
         policy.start(seeds, None)
         policy.drive(EnsemblePool(settings))
         policy.observer.run_dir.close()
-        live = model_arms(policy.state, policy.reflector_spend, policy.ensemble)
+        live = model_arms(policy.state, policy.steering.spend, policy.steering.ensemble)
         replayed = restore(policy.observer.run_dir.path)
         assert replayed.reflector_models == policy.state.reflector_models
-        assert model_arms(replayed, replayed.reflector_usage, policy.ensemble) == live
+        assert model_arms(replayed, replayed.reflector_usage, policy.steering.ensemble) == live
         # resumed with a larger budget, the idle model dropped and a new one added: no crash, the newcomer is
         # tried first, and the dropped model's record is still reported but never chosen again
         with ScriptedServer(reply_for=improving_model()) as newcomer:
@@ -151,7 +151,7 @@ def test_the_records_rebuilt_from_the_logs_are_the_live_ones_and_a_resume_may_ch
             resumed.start(seeds, replayed, resumed.observer.run_dir.read_program)
             resumed.drive(EnsemblePool(settings))
             resumed.observer.run_dir.close()
-    after = {a.model: a for a in model_arms(resumed.state, resumed.reflector_spend, resumed.ensemble)}
+    after = {a.model: a for a in model_arms(resumed.state, resumed.steering.spend, resumed.steering.ensemble)}
     before = {a.model: a for a in live}
     assert after["poor-dear"] == before["poor-dear"]
     assert after["newcomer"].reflections >= 1 and newcomer.requests >= 1

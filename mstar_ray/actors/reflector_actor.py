@@ -8,7 +8,7 @@ import ray
 from mstar_ray.actors.run_services import Remote
 from mstar_ray.actors.wiring import RoleClients
 from mstar_ray.llm.settings import LLMSettings
-from mstar_ray.reflect.reflector import ReflectionOutcome
+from mstar_ray.reflect.reflector import ReflectionOutcome, answer
 from mstar_ray.reflect.registry import ReflectorSetup, make_reflector
 from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.reflect.smoke import smoke_test
@@ -35,5 +35,5 @@ class ReflectorActor:
 
     def reflect(self, request: ReflectionRequest) -> ReflectionOutcome:
         self.roles.drain_calls()  # a retried request starts its own record
-        result = self.reflector.reflect(request, lambda source: smoke_test(source, self.embedder, self.limits))
-        return ReflectionOutcome(result=result, calls=self.roles.drain_calls())
+        result, guidance = answer(self.reflector, request, lambda source: smoke_test(source, self.embedder, self.limits))
+        return ReflectionOutcome(result=result, calls=self.roles.drain_calls(), guidance=guidance)

@@ -24,7 +24,6 @@ from mstar_ray.exit_codes import InfrastructureError, InputError
 from mstar_ray.families import family
 from mstar_ray.llm.errors import BudgetExceeded
 from mstar_ray.reflect.reflector import Child, Discard, ReflectionOutcome
-from mstar_ray.reflect.ensemble import Choice, choose
 from mstar_ray.reflect.registry import reflector_class
 from mstar_ray.reflect.request import ReflectionRequest, sample_cases, shown_results
 from mstar_ray.results import EvalReport, stage_totals
@@ -37,13 +36,11 @@ from mstar_ray.search.selection import Challenge, Incumbent
 from mstar_ray.search.split import SplitPlan
 from mstar_ray.search.stop import Budget, SearchCount, StopReason, stop_conditions
 from mstar_ray.search.work import Crashed, Done, Finished, Pool, Raised, Work
-from mstar_ray.llm.ledger import RoleUsage
+from mstar_ray.driver.steering import Steering
 from mstar_ray.state.candidate import Candidate, FixRound
-from mstar_ray.state.reflector_yield import book, model_arms
 from mstar_ray.state.search_state import SearchState
 from mstar_ray.state.transitions import (
-    Discarded, Duplicate, Evaluated, Failed, Queued, ReflectionStarted, Retried, Screened, Stopped, Transition,
-    Violated,
+    Discarded, Duplicate, Evaluated, Failed, Queued, Retried, Screened, Stopped, Transition, Violated,
 )
 from mstar_ray.structure.index import StructureIndex
 from mstar_ray.tasks.model import Task
@@ -134,11 +131,7 @@ class SearchPolicy:
         self.retry: collections.deque[Work] = collections.deque()
         self.flying: list[Work] = []
         self.started = time.monotonic()
-        # An ensemble of reflector models (llm.reflector lists several): each reflection's model, chosen by
-        # improvement per dollar from the state and the reflector's spend by model (a resume replays both).
-        models = [c.model for c in config.llm.reflectors()] if reflector_class(cfg.reflector).needs_model else []
-        self.ensemble = models if len(models) > 1 else []
-        self.reflector_spend: dict[str, RoleUsage] = {}
+        self.steering = Steering(config)  # each reflection's model and instruction (driver.steering)
 
     def _act(self, transition: Transition, *, node_id: str | None = None,
              evaluation: EvaluationRecord | None = None) -> None:
@@ -161,7 +154,7 @@ class SearchPolicy:
     def _restore(self, restored: SearchState, stored_source: Callable[[str], str]) -> None:
         self.state = restored
         self.reissue = collections.deque(restored.reflections)
-        self.reflector_spend = {model: usage.model_copy() for model, usage in restored.reflector_usage.items()}
+        self.steering.restored(restored)
         self.started -= restored.wall_s  # wall_s and max_wall_s count every process of the run
         pending = list(restored.pending.values())
         for candidate in pending:
@@ -238,21 +231,8 @@ class SearchPolicy:
             work = Work("reflect", self._reflection_request(self.state.iterations + 1))
         else:
             return None
-        choice = self._reflector_model(work.payload)
-        self._act(ReflectionStarted(iteration=work.payload.iteration, kind=work.payload.kind,
-                                    model=choice.model if choice else None, reason=choice.reason if choice else None))
+        self._act(self.steering.started(work.payload, self.state))
         return work
-
-    def _reflector_model(self, request: ReflectionRequest) -> Choice | None:
-        """An ensemble's model for an improve reflection (set on the request); a runtime fix goes to the first."""
-        if not self.ensemble or request.kind != "improve":
-            return None
-        arms = model_arms(self.state, self.reflector_spend, self.ensemble)
-        choice = choose([a for a in arms if a.model in self.ensemble],
-                        random.Random(f"{self.config.search.seed}:model:{request.iteration}"),
-                        self.config.llm.ensemble_exploration)
-        request.model = choice.model
-        return choice
 
     def _in_flight(self, kind: str) -> list[Work]:
         return [work for work in [*self.flying, *self.retry] if work.kind == kind]
@@ -312,9 +292,8 @@ class SearchPolicy:
                 self._evaluated(candidate, outcome)
             case Finished(work=Work(kind="reflect", payload=request, tag=fix), value=reflection):
                 self.observer.reflected(request, reflection)
-                for call in reflection.calls:
-                    if call.role == "reflector":
-                        book(self.reflector_spend, call.model, call)
+                if (rewritten := self.steering.finished(request, reflection, self.state)) is not None:
+                    self._act(rewritten)
                 self._reflected(request, reflection.result, fix)
             case Crashed():
                 self._crashed(done)

@@ -17,8 +17,8 @@ from mstar_ray.runlog.sources import load_source, store_source
 from mstar_ray.runlog.writer import LogWriter, write_atomic
 from mstar_ray.state.candidate import Candidate, Seed
 from mstar_ray.state.transitions import (
-    Discarded, Duplicate, Evaluated, Failed, Queued, ReflectionStarted, Retried, Screened, Stopped, Transition,
-    Violated,
+    Discarded, Duplicate, Evaluated, Failed, GuidanceRewritten, Queued, ReflectionStarted, Retried, Screened, Stopped,
+    Transition, Violated,
 )
 
 # What an events row of each transition says to people (kind, work, purpose, detail); its data is the
@@ -100,9 +100,12 @@ class RunDir:
         match transition:
             case Queued():
                 row.update(kind="submitted", work="evaluation", purpose="search")
-            case ReflectionStarted(iteration=iteration, kind=kind):
+            case ReflectionStarted(iteration=iteration, kind=kind, model=model, reason=reason):
                 row.update(kind="started", work="reflection", purpose=kind, iteration=iteration,
-                           detail=f"reflection ({kind})")
+                           detail=f"reflection ({kind})" + (f" by {model}: {reason}" if model else ""))
+            case GuidanceRewritten(replaced=replaced, by=by, iteration=iteration):
+                row.update(kind="finished", work="reflection", purpose="guidance", iteration=iteration,
+                           detail=f"instruction {replaced} rewritten as {by}")
             case Screened(score=score, bar=bar, passed=passed):
                 needed = "" if bar is None else f", needed {bar:.4f}"
                 row.update(kind="finished", work="evaluation", purpose="screen",

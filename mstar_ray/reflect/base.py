@@ -39,3 +39,7 @@ class Reflector(Protocol):
 
     def reflect(self, request: ReflectionRequest, smoke: SmokeTest) -> Child | Discard:
         """A checked child of ``request``'s parent, or a discard with its reasons; never raises for a bad reply."""
+
+    def rewrite_guidance(self, request: ReflectionRequest) -> str | None:
+        """The meta-step of evolving instructions (``request.rewrite``): a new text for the worst instruction,
+        written from the best; none when no usable text came back."""

@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.base import ReflectorSetup
+from mstar_ray.reflect.guidance import offline_rewrite
 from mstar_ray.reflect.reflector import Child, Discard, SmokeTest, check_child
 from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.reflect.v4a import PatchError, apply_patch, make_patch
@@ -66,3 +67,7 @@ class OfflineReflector:
             if mutation is not None:
                 rejected.append(mutation.description)
         return Discard(parent=request.parent_id, reason=f"no valid child after {limit} attempts", attempts=limit, errors=errors)
+
+    def rewrite_guidance(self, request: ReflectionRequest) -> str | None:
+        # the stand-in meta-step: no model reads the texts, so the best one is extended by a drawn phrase
+        return offline_rewrite(request.rewrite, request.seed)

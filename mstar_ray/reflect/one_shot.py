@@ -10,6 +10,7 @@ from mstar_ray.program_id import program_id
 from mstar_ray.reflect.base import ReflectorSetup
 from mstar_ray.reflect.edit_formats import EditFormat, read_edit, resolve_format
 from mstar_ray.reflect.function_edit import EditError
+from mstar_ray.reflect.guidance import read_rewrite, rewrite_messages
 from mstar_ray.reflect.prompt import CHARS_PER_TOKEN, reflection_messages, repair_messages
 from mstar_ray.reflect.reflector import Child, Discard, SmokeTest, check_child, commit_message
 from mstar_ray.reflect.reply import ReplyError
@@ -76,6 +77,13 @@ class LLMReflector:
             messages = repair_messages(base, reply, error, attempt, limit, self.edit_format)
         return Discard(parent=request.parent_id, reason=f"no valid child after {limit} attempts", attempts=limit, errors=errors)
 
+    def rewrite_guidance(self, request: ReflectionRequest) -> str | None:
+        try:
+            reply = self.client.complete(rewrite_messages(request.rewrite), step="guidance").text
+        except RequestRefused:
+            return None
+        return read_rewrite(reply)
+
 
 class ModelEnsemble:
     """Several models' one-shot reflectors (``llm.reflector`` lists several): the policy names the model of each
@@ -84,9 +92,16 @@ class ModelEnsemble:
     def __init__(self, members: dict[str, LLMReflector]):
         self.members = members
 
+    def _member(self, request: ReflectionRequest) -> LLMReflector | None:
+        return self.members.get(request.model or next(iter(self.members)))
+
     def reflect(self, request: ReflectionRequest, smoke: SmokeTest) -> Child | Discard:
-        model = request.model or next(iter(self.members))
-        if model not in self.members:  # a request made before a resume that changed the list
-            return Discard(parent=request.parent_id, reason=f"the reflector model {model!r} is no longer configured "
-                           f"(llm.reflector lists {', '.join(self.members)})", attempts=0, errors=[])
-        return self.members[model].reflect(request, smoke)
+        member = self._member(request)
+        if member is None:  # a request made before a resume that changed the list
+            return Discard(parent=request.parent_id, reason=f"the reflector model {request.model!r} is no longer "
+                           f"configured (llm.reflector lists {', '.join(self.members)})", attempts=0, errors=[])
+        return member.reflect(request, smoke)
+
+    def rewrite_guidance(self, request: ReflectionRequest) -> str | None:
+        member = self._member(request)
+        return member.rewrite_guidance(request) if member is not None else None

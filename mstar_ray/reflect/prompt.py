@@ -12,6 +12,7 @@ import json
 from mstar_ray.sandbox.python_subset import ALLOWED_IMPORTS
 
 from mstar_ray.reflect.edit_formats import REPAIR_ASK, EditFormat, instructions
+from mstar_ray.reflect.guidance import SEED_GUIDANCE
 from mstar_ray.reflect.request import ALREADY_EVALUATED, NO_CHANGE, Case, ReflectionRequest
 
 # A conservative characters-per-token for code and English, to size a prompt for a short context.
@@ -118,8 +119,7 @@ def reflection_messages(request: ReflectionRequest, edit_format: EditFormat = "v
         example = request.write_example
         optional.append(("write example", f"What write() received for one raw text:\n  raw_text: "
                          f"{example.get('raw_text', '')}\n  item: {json.dumps(example.get('item'), ensure_ascii=False)}"))
-    ask = ("Find why the failed cases failed (storage, retrieval, or answering) and change the program "
-           "so that questions like them are answered; avoid repeating changes that regressed.")
+    ask = request.guidance or SEED_GUIDANCE[0]  # an evolving instruction (search.guidance), or the fixed one
     drop_order = ["write example", "success", *(f"failure {i}" for i in range(len(request.failures), 1, -1)),
                   "stages", "history", "failure 1"]
     kept = dict(optional)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
@@ -23,6 +23,8 @@ from mstar_ray.program_id import ProgramIdentity, program_id
 from mstar_ray.reflect.request import ALREADY_EVALUATED, NO_CHANGE, ReflectionRequest
 
 SmokeTest = Callable[[str], "str | None"]
+if TYPE_CHECKING:
+    from mstar_ray.reflect.base import Reflector
 
 
 class Child(ProgramIdentity):
@@ -45,6 +47,7 @@ class Discard(BaseModel):
 class ReflectionOutcome(BaseModel):
     result: Child | Discard
     calls: list[CallLog] = []  # the reflector model's requests, for the llm_calls log
+    guidance: str | None = None  # the request's rewrite (search.guidance): the new instruction text, if one came
 
 
 def frozen_violation(parent: str, child: str, *, frozen_code: bool, frozen_instructions: bool) -> str | None:
@@ -143,3 +146,10 @@ def check_child(parent: str, child: str, request: ReflectionRequest, smoke: Smok
     if program_id(child) in set(request.known_ids):
         return f"this exact program was {ALREADY_EVALUATED}: make a different change"
     return smoke(child)
+
+
+def answer(reflector: Reflector, request: ReflectionRequest, smoke: SmokeTest) -> tuple[Child | Discard, str | None]:
+    """What a process hosting ``reflector`` does with a request: the reflection, then the meta-step of evolving
+    instructions when the request asks for one (its new text, or none)."""
+    result = reflector.reflect(request, smoke)
+    return result, reflector.rewrite_guidance(request) if request.rewrite is not None else None

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from mstar_ray.families.qa import QuestionAnswering
+from mstar_ray.reflect.guidance import Rewrite
 from mstar_ray.results import ItemResult
 
 MAX_FAILURES = 3
@@ -68,6 +69,8 @@ class ReflectionRequest(BaseModel):
     seed: int = 0  # for the offline reflector's random choices
     iteration: int = 0  # the search iteration this reflection belongs to (its child carries it)
     model: str | None = None  # which of an ensemble's reflector models answers it (none: the first configured)
+    guidance: str | None = None  # the instruction drawn for it (search.guidance; none: the fixed one)
+    rewrite: Rewrite | None = None  # a meta-step asked with it: rewrite the worst instruction from the best
 
 
 def as_case(result: ItemResult, evidence: Mapping[str, str] | None = None) -> Case:

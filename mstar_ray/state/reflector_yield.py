@@ -21,14 +21,22 @@ def book(usage: dict[str, RoleUsage], key: str, call: CallLog) -> None:
 def model_arms(state: SearchState, spend: dict[str, RoleUsage], models: list[str] | None = None) -> list[Arm]:
     """One record per model: ``models`` (those configured now, in order) first, then any other the run's
     history names (a model dropped from the list on a resume is still reported, never chosen)."""
-    names = list(models or [])
-    names += [m for m in [*state.reflector_models.values(), *spend] if m not in names]
+    return arms_by(state, state.reflector_models, models, spend)
+
+
+def arms_by(state: SearchState, assigned: dict[int, str], names: list[str] | None = None,
+            spend: dict[str, RoleUsage] | None = None) -> list[Arm]:
+    """One record per name that ``assigned`` (by iteration: a reflector model, an instruction's id) gives the
+    improve reflections: ``names`` first, in order, then any other the history or ``spend`` names."""
+    spend = spend or {}
+    names = list(names or [])
+    names += [m for m in [*assigned.values(), *spend] if m not in names]
     arms = {name: Arm(model=name) for name in names}
     for name, usage in spend.items():
         arms[name].spend_usd, arms[name].calls = usage.cost_usd, usage.calls
     children = {m.iteration: m for m in state.members if m.origin not in ("seed", "runtime-fix")}
     unjudged = state.open_reflections | {c.iteration for c in state.pending.values() if c.origin != "runtime-fix"}
-    for iteration, name in state.reflector_models.items():
+    for iteration, name in assigned.items():
         arm = arms[name]
         arm.reflections += 1
         if iteration in unjudged:

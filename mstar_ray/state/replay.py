@@ -25,13 +25,14 @@ from mstar_ray.state.candidate import Candidate
 from mstar_ray.state.reflector_yield import book
 from mstar_ray.state.search_state import SearchState
 from mstar_ray.state.transitions import (
-    Discarded, Duplicate, Evaluated, Failed, Queued, ReflectionStarted, Retried, Screened, Stopped, Transition,
-    Violated,
+    Discarded, Duplicate, Evaluated, Failed, GuidanceRewritten, Queued, ReflectionStarted, Retried, Screened, Stopped,
+    Transition, Violated,
 )
 
 # Transitions whose events row holds all of them (but a candidate's source). A screening that stopped its
 # program also wrote the program's row (status screened_out), from which it is rebuilt if a crash cut off its event.
-_WHOLE = {t.__name__: t for t in (Queued, ReflectionStarted, Screened, Duplicate, Discarded, Retried, Stopped)}
+_WHOLE = {t.__name__: t for t in (Queued, ReflectionStarted, Screened, Duplicate, Discarded, Retried, Stopped,
+                                   GuidanceRewritten)}
 # Transitions rebuilt from the candidate's row in ``candidates`` (and its ``results``).
 _FROM_ROW = {"Evaluated", "Violated", "Failed"}
 

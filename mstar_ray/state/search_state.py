@@ -17,7 +17,8 @@ from mstar_ray.search.population import Member, Population
 from mstar_ray.search.stop import StopReason
 from mstar_ray.state.candidate import Candidate
 from mstar_ray.state.transitions import (
-    Discarded, Duplicate, Evaluated, Failed, Queued, ReflectionStarted, Retried, Screened, Stopped, Transition,
+    Discarded, Duplicate, Evaluated, Failed, GuidanceRewritten, Queued, ReflectionStarted, Retried, Screened, Stopped,
+    Transition,
     Violated,
 )
 
@@ -40,6 +41,8 @@ class SearchState:
     pending: dict[str, Candidate] = field(default_factory=dict)  # queued, in queue order, with no result yet
     open_reflections: set[int] = field(default_factory=set)  # improve reflections started, with no child yet
     reflector_models: dict[int, str] = field(default_factory=dict)  # by iteration: the ensemble model it went to
+    guidance_of: dict[int, str] = field(default_factory=dict)  # by iteration: the instruction drawn for it
+    guidance_rewrites: list[GuidanceRewritten] = field(default_factory=list)  # in the order they were made
     iterations: int = 0  # improve reflections started
     evaluated: int = 0  # children with a result (scored, violation, failed or screened out); seeds are not counted
     screened_out: int = 0  # children the cascade stopped after their slice
@@ -98,11 +101,13 @@ class SearchState:
                 self.queued.append(candidate.id)
                 self.pending[candidate.id] = candidate
                 self._answered(candidate)
-            case ReflectionStarted(iteration=iteration, kind="improve", model=model):
+            case ReflectionStarted(iteration=iteration, kind="improve", model=model, guidance=guidance):
                 self.iterations = max(self.iterations, iteration)
                 self.open_reflections.add(iteration)
                 if model is not None:
                     self.reflector_models[iteration] = model
+                if guidance is not None:
+                    self.guidance_of[iteration] = guidance
             case ReflectionStarted():
                 pass
             case Screened(candidate=candidate, score=score, bar=bar, passed=passed):
@@ -141,6 +146,8 @@ class SearchState:
                 self.crashes[candidate] += 1
             case Retried():
                 pass
+            case GuidanceRewritten():
+                self.guidance_rewrites.append(transition)
             case Stopped(reason=kind, message=message):
                 self.stop = StopReason(kind, message)
             case _:

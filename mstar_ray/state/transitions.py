@@ -34,6 +34,17 @@ class ReflectionStarted(_Transition):
     # An ensemble's choice of reflector model and why (mstar_ray.reflect.ensemble); none with one model or none.
     model: str | None = None
     reason: str | None = None
+    guidance: str | None = None  # the id of the instruction drawn for it (search.guidance)
+
+
+class GuidanceRewritten(_Transition):
+    """Evolving instructions' meta-step: the worst instruction ``replaced`` gives way to ``text`` (id ``by``),
+    written from the best by the reflection of ``iteration``."""
+
+    replaced: str
+    by: str
+    text: str
+    iteration: int
 
 
 class Evaluated(_Transition):
@@ -104,4 +115,4 @@ class Stopped(_Transition):
 
 
 Transition = (Queued | ReflectionStarted | Screened | Evaluated | Violated | Failed | Duplicate | Discarded | Retried
-              | Stopped)
+              | Stopped | GuidanceRewritten)
