@@ -21,7 +21,9 @@ RESET = 0
 class ScriptedServer:
     """``reply_for(messages)``, if given, answers every chat request from its own messages (a deterministic
     model: the same request gets the same reply whatever order requests come in); ``latency_for(messages)``
-    likewise sets each request's latency (replies then come back out of order)."""
+    likewise sets each request's latency (replies then come back out of order). A reply may be a list of
+    tool calls, ``[{"name": ..., "arguments": {...}}]``, answered as the OpenAI tools API does (each request's
+    ``tools`` are kept in ``tools``)."""
 
     def __init__(self, *, latency_s: float = 0.0, reply: str = '{"answer": "ok"}', reply_for=None, latency_for=None,
                  context_chars: int | None = None):
@@ -35,6 +37,7 @@ class ScriptedServer:
         self.failures: deque[tuple[int, dict[str, str]]] = deque()  # served first, one per request
         self.replies: deque[str] = deque()  # chat replies in order; then ``reply`` for ever
         self.prompts: list[list[dict]] = []  # the messages of every chat request
+        self.tools: list[list[dict] | None] = []  # the tools each chat request offered
         self.requests = 0
         self.in_flight = 0
         self.max_in_flight = 0
@@ -97,6 +100,7 @@ class ScriptedServer:
                     latency = server.latency_s
                     if failure is None and "messages" in request:
                         server.prompts.append(request["messages"])
+                        server.tools.append(request.get("tools"))
                         content = server.replies.popleft() if server.replies else server.reply
                         if server.reply_for is not None:
                             content = server.reply_for(request["messages"])
@@ -125,10 +129,16 @@ class ScriptedServer:
                     self._send(200, {"object": "list", "data": data, "model": request.get("model"),
                                      "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
                 else:
+                    message = {"role": "assistant", "content": content}
+                    if isinstance(content, list):  # tool calls
+                        message = {"role": "assistant", "content": None, "tool_calls": [
+                            {"id": f"call_{server.requests}_{i}", "type": "function",
+                             "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments", {}))}}
+                            for i, c in enumerate(content)]}
                     self._send(200, {
                         "id": "c1", "object": "chat.completion", "created": 0, "model": request.get("model"),
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": content}}],
+                        "choices": [{"index": 0, "finish_reason": "tool_calls" if isinstance(content, list) else "stop",
+                                     "message": message}],
                         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
                     })
 

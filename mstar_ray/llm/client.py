@@ -70,11 +70,13 @@ class LLMClient:
         return calls
 
     def complete(
-        self, messages: list[dict[str, str]], *, step: str, json_mode: bool = False, max_tokens: int | None = None,
-        budget: CandidateBudget | None = None,
+        self, messages: list[dict], *, step: str, json_mode: bool = False, max_tokens: int | None = None,
+        budget: CandidateBudget | None = None, tools: list[dict] | None = None, tool_choice: str | None = None,
     ) -> Completion:
-        """``budget``: a candidate's toolkit call, cached only in that candidate's part of the cache."""
-        body = self.endpoint.payload(messages, json_mode=json_mode, max_tokens=max_tokens)
+        """``budget``: a candidate's toolkit call, cached only in that candidate's part of the cache; ``tools``:
+        functions the model may call instead of answering (``Completion.tool_calls``)."""
+        body = self.endpoint.payload(messages, json_mode=json_mode, max_tokens=max_tokens, tools=tools,
+                                     tool_choice=tool_choice)
         key = request_key("chat", body)
         cache = budget.view(self.cache) if budget is not None and self.cache is not None else self.cache
         if cache is None:
@@ -92,7 +94,7 @@ class LLMClient:
             cache.abandon(key)  # a caller waiting for this reply sends the request itself
             raise
         self._log(call)
-        stored = completion.model_dump(include={"text", "prompt_tokens", "completion_tokens"})
+        stored = completion.model_dump(include={"text", "tool_calls", "prompt_tokens", "completion_tokens"})
         cache.put_many({key: json.dumps(stored).encode()})
         return completion
 

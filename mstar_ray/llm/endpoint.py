@@ -98,8 +98,17 @@ def _on_this_machine(base_url: str) -> bool:
     return host.startswith(_LOOPBACK)
 
 
+class ToolCall(BaseModel):
+    """A function the model asked to call (the OpenAI tools API): its call id, name and JSON arguments."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
 class Completion(BaseModel):
     text: str
+    tool_calls: list[ToolCall] = []  # asked only by a request that offered tools
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
@@ -167,8 +176,10 @@ class ChatEndpoint:
             raise EndpointError(f"{self.where()} answered HTTP {exc.status_code}: {exc}") from None
         return True
 
-    def payload(self, messages: list[dict[str, str]], *, json_mode: bool = False, max_tokens: int | None = None) -> dict[str, Any]:
-        """The full request body: what is sent, and what the cache is keyed by."""
+    def payload(self, messages: list[dict[str, Any]], *, json_mode: bool = False, max_tokens: int | None = None,
+                tools: list[dict[str, Any]] | None = None, tool_choice: str | None = None) -> dict[str, Any]:
+        """The full request body: what is sent, and what the cache is keyed by; ``tools``: functions the model
+        may call (the OpenAI tools API)."""
         body: dict[str, Any] = {
             "model": self.config.model,
             "messages": messages,
@@ -177,6 +188,10 @@ class ChatEndpoint:
         }
         if json_mode and self.config.json_mode:
             body["response_format"] = {"type": "json_object"}
+        if tools:
+            body["tools"] = tools
+            if tool_choice is not None:  # "none": answer now, with the tools' results in the conversation
+                body["tool_choice"] = tool_choice
         return body
 
     def send(self, body: dict[str, Any], *, timeout_s: float | None = None) -> Completion:
@@ -203,8 +218,11 @@ class ChatEndpoint:
         except openai.APIError as exc:
             raise CallFailure(f"bad reply: {str(exc)[:300]}", retryable=False) from None
         usage = response.usage
+        message = response.choices[0].message if response.choices else None
         return Completion(
-            text=(response.choices[0].message.content or "") if response.choices else "",
+            text=(message.content or "") if message else "",
+            tool_calls=[ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments or "{}")
+                        for c in (message.tool_calls or []) if getattr(c, "function", None)] if message else [],
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
             seconds=time.monotonic() - started,

@@ -55,6 +55,12 @@ class ReflectorConfig(EndpointConfig):
     context_tokens: int | None = Field(
         None, gt=0, description="the model's context window; the reflection prompt leaves out failure cases "
         "and history until prompt and reply fit")
+    # search.reflector: llm-reader, which reads the run through tools before it answers (mstar_ray.reflect.reading)
+    max_turns: int = Field(6, ge=1, description="llm-reader: tool-calling turns before the model must answer")
+    max_read_tokens: int = Field(60000, gt=0, description="llm-reader: prompt + completion tokens its reading "
+                                 "turns may take, per reflection")
+    max_read_s: float = Field(600.0, gt=0, description="llm-reader: seconds its reading turns may take, per reflection")
+    tool_result_chars: int = Field(4000, gt=0, description="llm-reader: characters of one tool's answer")
 
 
 class LLMSettings(BaseModel):

@@ -26,6 +26,7 @@ class ReflectorSetup:
     settings: LLMSettings
     max_repairs: int
     client: Callable[[str], LLMClient | None] = lambda role: None
+    run_dir: str | None = None  # the run directory, for a kind that reads the run (None: not reachable here)
 
 
 class Reflector(Protocol):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from mstar_ray.llm.errors import RequestRefused
+from mstar_ray.llm.settings import ReflectorConfig
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.base import ReflectorSetup
 from mstar_ray.reflect.edit_formats import EditFormat, read_edit, resolve_format
@@ -27,11 +28,14 @@ class LLMReflector:
     def make(cls, setup: ReflectorSetup) -> LLMReflector | ModelEnsemble:
         """One reflector per configured model; an ensemble's answers each request with the model it names."""
         configs = setup.settings.reflectors()
-        made = {config.model: cls(setup.client("reflector" if index == 0 else f"reflector:{config.model}"),
-                                  edit_format=resolve_format(config.edit_format, config.model),
-                                  context_tokens=config.context_tokens, max_repairs=setup.max_repairs)
-                for index, config in enumerate(configs)}
+        made = {config.model: cls._one(setup, config, setup.client("reflector" if i == 0 else f"reflector:{config.model}"))
+                for i, config in enumerate(configs)}
         return next(iter(made.values())) if len(made) == 1 else ModelEnsemble(made)
+
+    @classmethod
+    def _one(cls, setup: ReflectorSetup, config: ReflectorConfig, client) -> LLMReflector:
+        return cls(client, edit_format=resolve_format(config.edit_format, config.model),
+                   context_tokens=config.context_tokens, max_repairs=setup.max_repairs)
 
     def __init__(self, client, *, edit_format: EditFormat = "v4a", context_tokens: int | None = None,
                  max_repairs: int = 3):
@@ -47,15 +51,30 @@ class LLMReflector:
             return None
         return self.context_tokens - self.client.endpoint.config.max_tokens - int(reserved_chars / CHARS_PER_TOKEN)
 
+    def _opening(self, request: ReflectionRequest) -> list[dict]:
+        """The first attempt's messages (a kind that reads more before it answers extends them)."""
+        return reflection_messages(request, self.edit_format, self._prompt_budget())
+
+    def _repair_base(self, request: ReflectionRequest, opening: list[dict], reserved_chars: int) -> list[dict]:
+        """What a repair turn is built on: the original request, not the whole conversation, which a small
+        context cannot hold."""
+        return reflection_messages(request, self.edit_format, self._prompt_budget(reserved_chars))
+
+    def _ask(self, messages: list[dict], step: str) -> str:
+        return self.client.complete(messages, step=step).text
+
     def reflect(self, request: ReflectionRequest, smoke: SmokeTest) -> Child | Discard:
-        messages = reflection_messages(request, self.edit_format, self._prompt_budget())
+        try:
+            messages = opening = self._opening(request)
+        except RequestRefused as refused:
+            return Discard(parent=request.parent_id, reason=str(refused), attempts=1, errors=[str(refused)])
         limit = self.max_repairs + 1
         errors: list[str] = []
         for attempt in range(1, limit + 1):
             step = "reflect" if attempt == 1 else "repair"
             # The reply's length is the reflector endpoint's max_tokens: a patch needs room, set it per model.
             try:
-                reply = self.client.complete(messages, step=step).text
+                reply = self._ask(messages, step)
             except RequestRefused as refused:
                 # e.g. a prompt longer than a small model's context: this parent cannot be reflected on here
                 return Discard(parent=request.parent_id, reason=str(refused), attempts=attempt, errors=[*errors, str(refused)])
@@ -73,7 +92,7 @@ class LLMReflector:
             errors.append(error)
             # The repair turn carries this attempt's reply and error (so it never repeats a cached request)
             # on the original request, not the whole conversation, which a small context cannot hold.
-            base = reflection_messages(request, self.edit_format, self._prompt_budget(len(reply) + len(error) + 200))
+            base = self._repair_base(request, opening, len(reply) + len(error) + 200)
             messages = repair_messages(base, reply, error, attempt, limit, self.edit_format)
         return Discard(parent=request.parent_id, reason=f"no valid child after {limit} attempts", attempts=limit, errors=errors)
 

@@ -15,6 +15,8 @@ _REFLECTORS: dict[str, tuple[str, str, str]] = {
                 "generic edits chosen from the failures and lineage"),
     "offline-random": ("mstar_ray.reflect.offline_random", "RandomOfflineReflector", "drawn blindly (an ablation)"),
     "llm": ("mstar_ray.reflect.one_shot", "LLMReflector", "the llm.reflector endpoint, one reply per attempt"),
+    "llm-reader": ("mstar_ray.reflect.reading", "ReadingReflector", "the llm.reflector endpoint reading the run "
+                   "directory through tools (programs, scores, results, traces, diffs, history) before it answers"),
 }
 REFLECTOR_NAMES: tuple[str, ...] = tuple(_REFLECTORS)
 
