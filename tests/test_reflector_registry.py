@@ -23,7 +23,7 @@ def test_each_kind_names_itself_and_has_its_traits(name: str) -> None:
     cls = reflector_class(name)
     assert cls.name == name
     assert isinstance(cls.needs_model, bool) and isinstance(cls.fixes_runtime, bool)
-    assert callable(getattr(cls, "reflect"))
+    assert callable(getattr(cls, "reflect")) and callable(getattr(cls, "rewrite_guidance"))
 
 
 @pytest.mark.parametrize("name", [n for n in REFLECTOR_NAMES if not reflector_class(n).needs_model])
