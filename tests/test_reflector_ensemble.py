@@ -19,6 +19,8 @@ import pytest
 from pydantic import ValidationError
 
 from mstar_ray.actors.wiring import RoleClients
+from mstar_ray.config_file import ConfigError
+from mstar_ray.driver.resume import merge_resume_config
 from mstar_ray.inspect.status import status_text
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.reflect.base import ReflectorSetup
@@ -26,6 +28,7 @@ from mstar_ray.reflect.ensemble import ENTRY_CREDIT, Arm, choose
 from mstar_ray.reflect.one_shot import ModelEnsemble
 from mstar_ray.reflect.reflector import ReflectionOutcome, answer
 from mstar_ray.reflect.registry import make_reflector
+from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog.reader import read_rows
 from mstar_ray.search.work import Done, Finished
 from mstar_ray.state.reflector_yield import model_arms, yield_lines
@@ -199,3 +202,15 @@ def test_a_single_reflector_still_configures_as_before_and_an_ensemble_must_be_p
                                                   {"base_url": "http://y/v1", "model": "a"}], "prices": {"a": {}}})
     ensemble = make_reflector("llm", ReflectorSetup(two, max_repairs=0, client=RoleClients(two).client))
     assert isinstance(ensemble, ModelEnsemble) and list(ensemble.members) == ["a", "b"]
+
+
+def test_a_resume_may_change_the_reflector_models_and_nothing_else_beside_the_budget() -> None:
+    def config(models: list[str], **search) -> RunConfig:
+        return RunConfig.model_validate({
+            "search": {"reflector": "llm", **search},
+            "llm": {"reflector": [{"base_url": f"http://{m}/v1", "model": m} for m in models],
+                    "prices": {m: {} for m in models}}})
+    merged = merge_resume_config(config(["a", "b"]), config(["a", "c"], max_candidates=50))
+    assert [c.model for c in merged.llm.reflectors()] == ["a", "c"] and merged.search.max_candidates == 50
+    with pytest.raises(ConfigError, match="search.tau"):
+        merge_resume_config(config(["a", "b"]), config(["a", "c"], tau=0.5))

@@ -7,7 +7,7 @@ renamed over (a crash can leave a ``.<name>.*.tmp`` behind, which nothing reads)
 Arrow IPC streams fsync'ed after each append.
 
     RUN_DIR/
-      config.yaml          the run config (whole file, atomic); on resume only the budget may differ
+      config.yaml          the run config (whole file, atomic); on resume only the budget and reflector models may differ
       split.json           the static / confirmation / test question split and the texts written for the
                            static questions, with the share of their evidence those texts hold (atomic)
       seeds.json           the seeds as the run started with them: name and program id, in order (atomic);
