@@ -113,7 +113,8 @@ class RunReader:
         for row in self._rows():
             lines = [line.strip() for line in self._source(row.id).splitlines() if needle in line.lower()]
             if needle in row.commit_message.lower() or lines:
-                hits.append(f"{row.id} (static {row.static_score if row.static_score is not None else '-'}): "
+                score = "-" if row.static_score is None else f"{row.static_score:.3f}"
+                hits.append(f"{row.id} (static {score}): "
                             f"{row.commit_message[:100]!r}" + "".join(f"\n    {line[:160]}" for line in lines[:3]))
         return "\n".join(hits[:MAX_HITS]) or f"no program holds {text!r}"
 
