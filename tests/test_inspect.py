@@ -26,11 +26,18 @@ def finished_run(tmp_path_factory) -> Path:
     path = tmp / "run.yaml"
     path.write_text(yaml.safe_dump(config(6)))
     run_dir = tmp / "run"
-    done = subprocess.run([sys.executable, "-m", "mstar_ray.cli", "run", str(path), "--run-dir", str(run_dir)],
+    done = subprocess.run([sys.executable, "-m", "mstar_ray.cli", "run", str(path), "--run-dir", str(run_dir),
+                           "--serve", "--serve-port", "0"],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     (tmp / "stdout.txt").write_text(done.stdout)
+    (tmp / "stderr.txt").write_text(done.stderr)
     return run_dir
+
+
+def test_run_serve_prints_its_live_page(finished_run):
+    stderr = (finished_run.parent / "stderr.txt").read_text()
+    assert re.search(r"^live page http://127\.0\.0\.1:\d+/ \(while this run lasts\)$", stderr, re.M), stderr[:2000]
 
 
 def test_a_run_ends_with_a_short_summary_on_stdout(finished_run):
@@ -210,3 +217,105 @@ def test_candidate_text_in_the_report_is_escaped_in_a_real_browser(tmp_path):
     assert visit.errors == [] and visit.values["pwned"] == 0
     assert visit.values["scripts"] == 0 and visit.values["images"] == 0
     assert visit.values["text"].startswith("+Y = '</pre></details><script>")
+
+
+HOSTILE = "</script><img src=x onerror='window.pwned = 1'><script>window.pwned = 2</script>"
+
+
+def _with_hostile_row(finished_run: Path, copy: Path) -> str:
+    """A copy of the run and, stored in it, a child of its last program whose source carries markup; its id."""
+    import shutil
+
+    from mstar_ray.runlog.sources import load_source, store_source
+
+    shutil.copytree(finished_run, copy)
+    last = [r for r in read_rows(copy, "candidates") if r.status == "evaluated"][-1]
+    return store_source(copy, load_source(copy, last.id) + f"\nHOSTILE = {HOSTILE!r}\n")
+
+
+def _append_hostile(run_dir: Path, child: str) -> None:
+    last = [r for r in read_rows(run_dir, "candidates") if r.status == "evaluated"][-1]
+    row = last.model_copy(update={"id": child, "parent": last.id, "commit_message": HOSTILE, "verdict": "kept",
+                                  "origin": "reflection"})
+    with LogWriter(run_dir, "candidates") as writer:
+        writer.append([row])
+
+
+def test_the_live_page_shows_a_new_row_without_a_reload_and_keeps_hostile_text_inert(finished_run, tmp_path):
+    """``mstar-ray serve``'s page in headless Chromium: it draws the run, then a candidate row appended to the log
+    appears on the page by itself (no navigation), its markup shown as text; hover data and a click's diff come
+    from the server; nothing is fetched from anywhere else."""
+    from mstar_ray.inspect.server import start
+
+    run = tmp_path / "live"
+    child = _with_hostile_row(finished_run, run)
+    before = len([r for r in read_rows(run, "candidates") if r.status not in ("duplicate", "screened_out")])
+    server = start(run, "127.0.0.1", 0)
+    browser = _browser()
+    try:
+        tab = browser.open(server.url)
+        rows = "document.querySelectorAll('#population tr[data-id]').length"
+        assert browser.wait_until(tab, f"{rows} === {before}") is True
+        assert browser.evaluate(tab, "document.querySelectorAll('#scores .point').length") >= before
+        browser.evaluate(tab, "window.loaded = 'first'")  # a reload would forget it
+        builds = server.snapshots.builds
+        _append_hostile(run, child)
+        assert browser.wait_until(tab, f"{rows} === {before + 1}") is True
+        assert server.snapshots.builds == builds + 1  # the logs were read again once, for the change
+        assert browser.evaluate(tab, "window.loaded") == "first"
+        shown = browser.evaluate(tab, f"document.querySelector('#population tr[data-id=\"{child}\"] td.msg').textContent")
+        assert shown == HOSTILE
+        assert browser.evaluate(tab, "window.pwned || 0") == 0
+        assert browser.evaluate(tab, "document.querySelectorAll('body img').length") == 0
+        # a click on the program opens its diff beside its message, drawn from the server's JSON as text
+        browser.evaluate(tab, f"document.querySelector('#population tr[data-id=\"{child}\"] a').click()")
+        assert browser.wait_until(tab, "document.querySelector('#change h3') && document.querySelector('#change h3')"
+                                       ".textContent") == f"{child} from {[r for r in read_rows(run, 'candidates') if r.status == 'evaluated'][-2].id}"
+        assert browser.evaluate(tab, "document.querySelector('#change .msg').textContent").endswith(HOSTILE)
+        # Plotly's hover text carries the message with its markup as entities
+        hover = browser.evaluate(tab, "JSON.stringify(document.getElementById('scores').data.map(t => t.customdata || []))")
+        assert "&lt;/script&gt;&lt;img" in hover and "<img" not in hover
+        assert browser.evaluate(tab, "window.pwned || 0") == 0
+        visit = browser.collect()
+    finally:
+        browser.close()
+        server.shutdown()
+    assert visit.errors == []
+    assert all(url.startswith(server.url.rstrip("/")) or url.startswith("data:") for url in visit.requests), visit.requests
+
+
+def test_the_page_off_loopback_needs_its_token_and_on_loopback_refuses_other_hosts(finished_run):
+    import http.client
+
+    from mstar_ray.inspect.server import start, token_for
+
+    assert token_for("127.0.0.1", None) is None and token_for("::1", None) is None
+    assert len(token_for("0.0.0.0", None)) >= 32 and token_for("10.1.2.3", "given") == "given"
+
+    def get(server, path, headers=None):
+        connection = http.client.HTTPConnection(*server.server_address[:2])
+        connection.request("GET", path, headers=headers or {})
+        reply = connection.getresponse()
+        return reply.status, reply.getheader("Set-Cookie"), reply.read()
+
+    guarded = start(finished_run, "127.0.0.1", 0, token="s3cret-token")
+    try:
+        assert get(guarded, "/api/run")[0] == 403 and get(guarded, "/?token=wrong")[0] == 403
+        status, cookie, _ = get(guarded, "/?token=s3cret-token")
+        assert status == 200 and "HttpOnly" in cookie
+        status, _, body = get(guarded, "/api/run", {"Cookie": cookie.split(";")[0]})
+        assert status == 200 and json.loads(body)["progress"]["phase"] == "finished"
+    finally:
+        guarded.shutdown()
+    open_here = start(finished_run, "127.0.0.1", 0)
+    try:
+        port = open_here.server_address[1]
+        assert get(open_here, "/api/run", {"Host": f"127.0.0.1:{port}"})[0] == 200
+        assert get(open_here, "/api/run", {"Host": f"attacker.example:{port}"})[0] == 403  # DNS rebinding
+    finally:
+        open_here.shutdown()
+
+
+def test_serve_refuses_what_is_not_a_run_directory(tmp_path, capsys):
+    assert main(["serve", str(tmp_path), "--port", "0"]) == 2
+    assert "not a run directory" in capsys.readouterr().err

@@ -99,14 +99,21 @@ def lineage_tree(nodes: dict[str, Node], returned: str) -> str:
             "the returned program's line of descent is unfolded</p>" + "".join(parts) + note)
 
 
-def diff_html(before: str, after: str, before_name: str, after_name: str) -> str:
-    """A unified diff, each line escaped and marked as added, removed or a hunk header."""
+def diff_lines(before: str, after: str, before_name: str, after_name: str) -> list[tuple[str, str]]:
+    """A unified diff as (kind, line): add, del, hunk (a hunk header) or ctx; the text as it is (not escaped)."""
     lines = []
     for line in difflib.unified_diff(before.splitlines(), after.splitlines(), before_name, after_name, lineterm=""):
         kind = ("add" if line.startswith("+") and not line.startswith("+++") else
                 "del" if line.startswith("-") and not line.startswith("---") else
                 "hunk" if line.startswith("@@") else "ctx")
-        lines.append(f"<span class='{kind}'>{html.escape(line)}</span>")
+        lines.append((kind, line))
+    return lines
+
+
+def diff_html(before: str, after: str, before_name: str, after_name: str) -> str:
+    """A unified diff, each line escaped and marked as added, removed or a hunk header."""
+    lines = [f"<span class='{kind}'>{html.escape(line)}</span>"
+             for kind, line in diff_lines(before, after, before_name, after_name)]
     if not lines:
         return "<p>(no textual change)</p>"
     return "<pre class='diff'>" + "".join(lines) + "</pre>"  # each line a block: no newline between them

@@ -37,7 +37,7 @@ def driver_alive(run_dir: Path) -> bool:
     return False
 
 
-def _config(run_dir: Path) -> RunConfig:
+def run_config_of(run_dir: Path) -> RunConfig:
     if not (run_dir / layout.CONFIG).is_file():
         raise MissingInput(f"{run_dir} is not a run directory: no {layout.CONFIG}")
     import yaml
@@ -58,7 +58,7 @@ def tested(summary: dict, separator: str) -> str:
 def chosen(run_dir: Path, state: SearchState) -> tuple[Member, Incumbent]:
     """The program the run returns (summary.json's once finished, else the incumbent so far) and the
     incumbent replayed from the logs, which gives every static score's interval."""
-    config = _config(run_dir)
+    config = run_config_of(run_dir)
     split = Split.model_validate_json((run_dir / layout.SPLIT).read_text())
     incumbent = replay(state.members, split.static, seed=config.search.seed)
     summary_path = run_dir / layout.SUMMARY
@@ -126,7 +126,7 @@ def _serving_lines(run_dir: Path, calls) -> list[str]:
 
 
 def status_text(run_dir: Path) -> str:
-    config = _config(run_dir)
+    config = run_config_of(run_dir)
     state = restore(run_dir)
     summary_path = run_dir / layout.SUMMARY
     alive = driver_alive(run_dir)
