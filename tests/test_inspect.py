@@ -63,7 +63,11 @@ def test_status_of_a_finished_run(finished_run, capsys):
     assert main(["status", str(finished_run)]) == 0
     text = capsys.readouterr().out
     assert "(finished)" in text and "6/6 candidates evaluated" in text
-    assert re.search(r"best\s+0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\] [0-9a-f]{16}", text) and "test      best" in text
+    assert re.search(r"returned\s+0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\] [0-9a-f]{16}", text) and "test      best" in text
+    summary = json.loads((finished_run / "summary.json").read_text())
+    low, high = summary["best"]["test_interval"]
+    assert f"test      best {summary['best']['test_score']:.3f} [{low:.3f}, {high:.3f}]" in text  # as the summary says it
+    assert "(seed: seed " not in text and " 1 duplicates" not in text
     assert "holding 100% of the static questions' evidence" in text
     assert re.search(r"chosen by (best seed|paired bootstrap|confirmation): ", text)
     assert re.search(r"failures  best: \d+ \w+", text)  # its failures attributed to a stage
@@ -79,9 +83,11 @@ def test_report_is_one_self_contained_html_file(finished_run, tmp_path):
     out = tmp_path / "report.html"
     assert main(["report", str(finished_run), "--out", str(out)]) == 0
     page = out.read_text()
-    assert page.count("data:image/png;base64,") == 7 and "diff from its seed" in page
+    assert page.count("<img src=\"data:image/png;base64,") == 5 and "diff from its seed" in page
     assert "Where the failures went wrong: storage, retrieval or answering" in page
-    assert "src=\"http" not in page and "<script" not in page
+    # the interactive plots are the live page's own views, plotly.js inlined: no script is loaded from anywhere
+    assert "src=\"http" not in page and "<script src" not in page and page.count("<script") == 4
+    assert "what the run would return" in page and "MstarViews.render(" in page
     assert "Structural clusters" in page and "<th>medoid</th>" in page
     # the Pareto front: its members with their per-category static means and weights
     assert "Pareto front" in page and "programs on the front over every static question" in page
@@ -125,7 +131,7 @@ def test_a_run_without_a_summary_is_interrupted(finished_run, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(finished_run, copy)
     (copy / "summary.json").unlink()
-    assert "interrupted (resume with --resume)" in status_text(copy)
+    assert f"interrupted; resume it with mstar-ray run --resume {copy}" in status_text(copy)
 
 
 def test_status_of_something_that_is_not_a_run(tmp_path, capsys):
@@ -171,6 +177,13 @@ RENDERED = {
     "added_colour": "(() => { const a = document.querySelector('pre.diff .add');"
                     " return a ? getComputedStyle(a).backgroundColor : null; })()",
     "source": "(document.querySelector('pre.source') || {}).innerText || ''",
+    "points": "document.querySelectorAll('#scores .scatterlayer .point').length",
+    "star": "document.getElementById('scores').data.find(t => t.marker && t.marker.symbol === 'star').customdata[0][0]",
+    "line_end": "(() => { const t = document.getElementById('scores').data.find(t => t.mode === 'lines');"
+                " return t.y[t.y.length - 1]; })()",
+    "clicked": "(() => { const plot = document.getElementById('scores'); const t = plot.data.find(t => t.name === 'children');"
+               " const id = t.customdata[0][0]; const d = document.getElementById('c-' + id); d.open = false;"
+               " plot.emit('plotly_click', {points: [{customdata: t.customdata[0]}]}); return d.open; })()",
 }
 
 
@@ -188,7 +201,13 @@ def test_the_report_renders_in_headless_chromium_without_errors_or_network(finis
     values = visit.values
     assert visit.errors == []
     assert all(url.startswith(("file:", "data:")) for url in visit.requests), visit.requests
-    assert values["images"] >= 7 and values["drawn"] == values["images"] and values["scripts"] == 0
+    assert values["images"] >= 5 and values["drawn"] == values["images"] and values["scripts"] == 4
+    # the scores plot: a point per candidate with a score, the returned program starred, the line of what the run
+    # would return ending on it; a click on a point opens that program's change further down
+    assert values["points"] >= len([r for r in evaluated if r.static_score is not None])
+    summary = json.loads((finished_run / "summary.json").read_text())
+    assert values["star"] == summary["best"]["id"] and values["line_end"] == pytest.approx(summary["best"]["static_score"])
+    assert values["clicked"] is True
     assert values["tree"] == len(evaluated)
     assert values["changes"] == sum(r.parent is not None for r in evaluated) and values["diff_height"] > 0
     assert values["added"] > 0 and values["added_colour"] == "rgb(230, 255, 236)"

@@ -28,3 +28,11 @@ def shortened(text: str, limit: int) -> str:
         return flat
     cut = flat[:limit].rsplit(" ", 1)[0] if " " in flat[:limit] else flat[:limit]
     return cut.rstrip(",;:.") + "…"
+
+
+def cache_text(hits: int, requests: int) -> str:
+    """The run cache's share, counted as the live line counts it: every model and embedding request of the
+    evaluations (the candidates log's ``cache_hits`` of ``requests``)."""
+    if not requests:
+        return "no model or embedding request yet"
+    return f"{hits} of {plural(requests, 'model and embedding request')} answered from the run's cache ({hits / requests:.0%})"

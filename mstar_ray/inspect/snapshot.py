@@ -9,12 +9,12 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from mstar_ray.inspect.figures import score_text
+from mstar_ray.inspect.figures import cache_text, score_text
 from mstar_ray.inspect.status import chosen, driver_alive, metrics, run_config_of
 from mstar_ray.results import stage_totals
 from mstar_ray.runlog import layout
 from mstar_ray.runlog.reader import read_rows
-from mstar_ray.runlog.schemas import CandidateRow, LLMCallRow
+from mstar_ray.runlog.schemas import CandidateRow
 from mstar_ray.state.replay import restore
 from mstar_ray.state.search_state import SearchState
 
@@ -109,11 +109,13 @@ def failures(state: SearchState, returned: str | None) -> list[dict]:
     return [{"label": label, "id": m.id, "stages": stage_totals(m.results)} for label, m in shown if m is not None]
 
 
-def cost(state: SearchState, calls: list[LLMCallRow]) -> dict:
-    """Spend and tokens (the usage a resume restores) and the LLM requests answered from the run's cache."""
+def cost(state: SearchState, rows: list[CandidateRow]) -> dict:
+    """Spend and tokens (the usage a resume restores) and the evaluations' model and embedding requests answered
+    from the run's cache (as the live line counts them), with the sentence every view prints."""
+    hits, requests = sum(r.cache_hits for r in rows), sum(r.requests for r in rows)
     return {"usd": sum(u.cost_usd for u in state.usage.values()),
             "tokens": sum(u.prompt_tokens + u.completion_tokens for u in state.usage.values()),
-            "requests": len(calls), "cache_hits": sum(c.cache_hit for c in calls)}
+            "requests": requests, "cache_hits": hits, "cache_text": cache_text(hits, requests)}
 
 
 def run_snapshot(run_dir: Path) -> dict:
@@ -122,7 +124,6 @@ def run_snapshot(run_dir: Path) -> dict:
     run_phase = phase(run_dir)
     state = restore(run_dir)
     rows = read_rows(run_dir, "candidates")
-    calls = read_rows(run_dir, "llm_calls")
     summary = json.loads((run_dir / layout.SUMMARY).read_text()) if (run_dir / layout.SUMMARY).exists() else None
     shown = candidates(rows)
     returned = seed_best = None
@@ -146,7 +147,7 @@ def run_snapshot(run_dir: Path) -> dict:
         "metrics": metrics(run_dir), "progress": progress(run_dir, state, config.search.max_candidates, run_phase),
         "returned": returned, "best_seed": seed_best, "candidates": shown,
         "best_line": best_line(shown, returned["id"] if returned else None, summary is not None),
-        "failures": failures(state, returned["id"] if returned else None), "cost": cost(state, calls),
+        "failures": failures(state, returned["id"] if returned else None), "cost": cost(state, rows),
         "in_flight": flying, "nodes": nodes(rows, flying),
         "stopped": summary["stop_reason"] if summary else None,
         "selection": summary.get("selection") if summary else None,

@@ -126,8 +126,7 @@
       items.push("best seed " + s.id + " static " + s.score_text + (s.test_text ? " · test " + s.test_text : "") + " (" + s.message + ")");
     }
     const c = snap.cost;
-    items.push("cost $" + c.usd.toFixed(4) + ", " + c.tokens + " tokens · " + c.cache_hits + " of " +
-               plural(c.requests, "LLM request") + " answered from the run's cache");
+    items.push("cost $" + c.usd.toFixed(4) + ", " + plural(c.tokens, "token") + " · " + c.cache_text);
     for (const metric of snap.metrics) items.push("scored by " + metric);
     if (snap.stopped) items.push("stopped: " + snap.stopped);
     if (snap.selection) items.push("chosen by " + snap.selection.rule + ": " + snap.selection.how);
