@@ -49,8 +49,8 @@
              customdata: [hover(r)], hovertemplate: HOVER}];
   }
 
-  const LAYOUT = {margin: {l: 55, r: 10, t: 10, b: 45}, height: 360, hovermode: "closest",
-                  legend: {orientation: "h", y: -0.22}, xaxis: {title: {text: "candidates evaluated"}}};
+  const LAYOUT = {margin: {l: 55, r: 10, t: 10, b: 45}, height: 360, hovermode: "closest", hoverlabel: {align: "left"},
+                  legend: {orientation: "h", y: -0.22}, xaxis: {title: {text: "programs in the order evaluated (seeds first)"}}};
 
   function scoresPlot(node, snap, pick) {
     const scored = snap.candidates.filter(c => c.score !== null);
@@ -119,7 +119,7 @@
     if (snap.returned) {
       const r = snap.returned;
       items.push((r.final ? "returned " : "best so far ") + r.id + " static " + r.score_text +
-                 (r.test_text ? " · test " + r.test_text : "") + " (" + r.origin + ": " + r.message + ")");
+                 (r.test_text ? " · test " + r.test_text : "") + " (" + (r.origin === "seed" ? "" : r.origin + ": ") + r.message + ")");
     }
     if (snap.best_seed) {
       const s = snap.best_seed;
@@ -148,7 +148,8 @@
     const returned = snap.returned ? snap.returned.id : null;
     const rows = snap.candidates.slice().reverse().map(c => el("tr", {class: c.id === returned ? "returned" : "", "data-id": c.id},
       el("td", {}, String(c.n)), el("td", {}, el("a", {href: "#change", onclick: () => pick(c.id)}, c.id)),
-      el("td", {}, c.score_text), el("td", {}, c.origin), el("td", {}, c.status + (c.id === returned ? " · returned" : "")),
+      el("td", {class: "score"}, c.score_text), el("td", {}, c.origin),
+      el("td", {}, c.status + (c.id !== returned ? "" : snap.returned.final ? " · returned" : " · best so far")),
       el("td", {}, c.parent || ""), el("td", {class: "msg"}, c.violation ? c.message + " [" + c.violation + "]" : c.message)));
     node.replaceChildren(table(["#", "program", "static [95% interval]", "origin", "status", "parent", "change"], rows));
   }
