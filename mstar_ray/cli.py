@@ -18,7 +18,7 @@ from mstar_ray.contract import ContractError, check_source
 from mstar_ray.envs.base import EnvFailure
 from mstar_ray.exit_codes import (EXIT_BUDGET, EXIT_ENDPOINT, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_PROGRAM, EXIT_SIGINT,
                                   EXIT_SIGTERM, ANNOUNCED, InfrastructureError, InputError, MissingInput, Terminated,
-                                  resume_line)
+                                  exit_codes_text, resume_line)
 from mstar_ray.llm.errors import BudgetExceeded
 from mstar_ray.sandbox_host.jail import LAYERS
 from mstar_ray.terminal import printable
@@ -390,10 +390,12 @@ def _llm_arguments(command: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from mstar_ray.search.variants import described as variants_described
     from mstar_ray.tasks.beam import SIZES as BEAM_SIZES
     from mstar_ray.tasks.registry import TASK_NAMES
 
-    parser = argparse.ArgumentParser(prog="mstar-ray", description="Search for LLM-agent memory programs (M*).")
+    parser = argparse.ArgumentParser(prog="mstar-ray", description="Search for LLM-agent memory programs (M*).",
+                                     epilog=f"exit codes: {exit_codes_text()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     check = commands.add_parser("check", help="check a memory program against the contract")
@@ -453,7 +455,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  "population) and a best-of-N baseline, each run REPEATS times on Ray")
     ablate.add_argument("config", help="run config YAML: the full search; every variant changes one switch of it")
     ablate.add_argument("--repeats", type=int, default=3, help="runs per variant, search seeds seed, seed+1, ...")
-    ablate.add_argument("--variants", default=None, help="comma-separated subset (default: all)")
+    ablate.add_argument("--variants", default=None, metavar="NAME[,NAME]",
+                        help=f"comma-separated subset (default: all): {variants_described()}")
     ablate.add_argument("--out", default=None, help="a run directory per run and ablation.json go here "
                         "(default runs/ablate-CONFIG-TIMESTAMP); given again, finished runs are kept")
     ablate.add_argument("--address", default=None, help="auto, or ray://HOST:PORT; default: a local Ray per run")

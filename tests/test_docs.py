@@ -144,3 +144,34 @@ def test_a_config_error_quotes_the_description_the_reference_shows(tmp_path):
     assert f"search.tau: Input should be greater than 0 (the key: {description})" in str(raised.value)
     row = next(line for line in docs_pages.config_page().splitlines() if line.startswith("| `search.tau` |"))
     assert description in row
+
+
+def test_every_relative_link_of_the_readme_resolves_in_the_repository():
+    """The README is read on the repository's page, where only committed files exist (no generated page)."""
+    import re
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = [link.split("#")[0] for link in re.findall(r"\]\(([^)\s]+)\)", text) if "://" not in link]
+    assert links and [link for link in links if link and not (ROOT / link).exists()] == []
+
+
+def test_the_site_searches_from_disk_and_never_breaks_a_key_mid_word(site):
+    """Opened as file:// (as the README says), the search finds a page; a config key's cell does not wrap."""
+    from tests.headless_browser import open_browser
+
+    browser = open_browser()
+    try:
+        tab = browser.open(site / "index.html")
+        browser.evaluate(tab, "(() => { const box = document.querySelector('input.md-search__input'); box.focus();"
+                              " box.value = 'parent_selection'; box.dispatchEvent(new Event('input', {bubbles: true}));"
+                              " box.dispatchEvent(new KeyboardEvent('keyup', {bubbles: true, key: 'n'})); })()")
+        found = browser.wait_until(tab, "document.querySelectorAll('.md-search-result__item').length")
+        config = browser.open(site / "reference" / "config.html", width=700)
+        wrapped = browser.evaluate(config, "Array.from(document.querySelectorAll('td:first-child code'))"
+                                           ".filter(c => c.getClientRects().length > 1).map(c => c.textContent)")
+        visit = browser.collect()
+    finally:
+        browser.close()
+    assert found and found > 0
+    assert wrapped == []
+    assert all(url.startswith(("file:", "data:", "blob:")) for url in visit.requests), visit.requests
