@@ -70,6 +70,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from mstar_ray.tasks.registry import load_task
 
     source = _read_program(args.program)
+    violations = check_source(source)
+    if violations:  # said here, naming the user's file, before a task is loaded
+        raise ContractError(violations, args.program)
     settings = _llm_settings(args)
     task = load_task(
         args.task, conversation=args.conversation, limit=args.limit, data=args.data, seed=args.seed, size=args.size,
@@ -148,7 +151,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from mstar_ray.driver.run import run_search
 
     if args.resume:
+        from mstar_ray.runlog.layout import require_run_dir
+
         run_dir = args.resume
+        require_run_dir(run_dir)
         _serve_run(args, run_dir)
         code = run_search(args.config, run_dir=run_dir, address=args.address, resume=True)
     else:

@@ -141,7 +141,7 @@ def test_a_config_error_quotes_the_description_the_reference_shows(tmp_path):
     with pytest.raises(ConfigError) as raised:
         load_run_config(path)
     description = RunConfig.model_fields["search"].annotation.model_fields["tau"].description
-    assert f"search.tau: Input should be greater than 0 (the key: {description})" in str(raised.value)
+    assert f"line 2: search.tau: Input should be greater than 0 (the key: {description})" in str(raised.value)
     row = next(line for line in docs_pages.config_page().splitlines() if line.startswith("| `search.tau` |"))
     assert description in row
 

@@ -25,7 +25,7 @@ from mstar_ray.inspect.figures import cache_text, plural, shortened  # noqa: E40
 from mstar_ray.inspect.page import inline_views  # noqa: E402
 from mstar_ray.inspect.snapshot import run_snapshot  # noqa: E402
 from mstar_ray.inspect.code_view import STYLE, Node, diffs_section, lineage_tree, source_html  # noqa: E402
-from mstar_ray.inspect.status import chosen, metrics, tested  # noqa: E402
+from mstar_ray.inspect.status import chosen, metrics, run_config_of, tested  # noqa: E402
 from mstar_ray.run_config import load_run_config  # noqa: E402
 from mstar_ray.runlog import layout  # noqa: E402
 from mstar_ray.runlog.reader import read_rows  # noqa: E402
@@ -231,6 +231,7 @@ def _seed_of(member_id: str, by_id: dict) -> str | None:
 
 
 def build_report(run_dir: Path) -> str:
+    run_config_of(run_dir)  # "not a run directory" before anything else is read
     all_rows = read_rows(run_dir, "candidates")
     screened = [r for r in all_rows if r.status == "screened_out"]  # no full evaluation: no static score to plot
     rows = [r for r in all_rows if r.status not in ("duplicate", "screened_out")]

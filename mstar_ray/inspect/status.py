@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from mstar_ray.exit_codes import InputError, MissingInput
+from mstar_ray.exit_codes import InputError
 from mstar_ray.inspect.figures import cache_text, plural, score_text, shortened
 from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog import layout
@@ -40,8 +40,7 @@ def driver_alive(run_dir: Path) -> bool:
 
 
 def run_config_of(run_dir: Path) -> RunConfig:
-    if not (run_dir / layout.CONFIG).is_file():
-        raise MissingInput(f"{run_dir} is not a run directory: no {layout.CONFIG}")
+    layout.require_run_dir(run_dir)
     import yaml
 
     return RunConfig.model_validate(yaml.safe_load((run_dir / layout.CONFIG).read_text()))
@@ -195,6 +194,7 @@ def status_text(run_dir: Path) -> str:
 
 def best_source(run_dir: Path) -> tuple[str, str, float]:
     """(id, source, static score) of the program the run returns (so far)."""
+    run_config_of(run_dir)
     state = restore(run_dir)
     if not state.members:
         raise InputError(f"{run_dir}: no program has been evaluated yet")
