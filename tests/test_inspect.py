@@ -338,3 +338,26 @@ def test_the_page_off_loopback_needs_its_token_and_on_loopback_refuses_other_hos
 def test_serve_refuses_what_is_not_a_run_directory(tmp_path, capsys):
     assert main(["serve", str(tmp_path), "--port", "0"]) == 2
     assert "not a run directory" in capsys.readouterr().err
+
+
+def test_the_page_reads_the_logs_again_only_when_they_changed_and_not_more_often_than_its_gap(finished_run, tmp_path):
+    """Polling costs nothing while the logs stand still; a change is read once, and not before the gap since the
+    last read has passed (a page served from the driver's process takes a bounded share of it)."""
+    from mstar_ray.inspect.server import Snapshots
+
+    run = tmp_path / "gap"
+    child = _with_hostile_row(finished_run, run)
+    snapshots = Snapshots(run)
+    snapshots.MIN_GAP_S = 3600.0
+
+    def shown() -> list[str]:
+        return [c["id"] for c in json.loads(snapshots.current())["candidates"]]
+
+    first = shown()
+    for _ in range(3):
+        assert shown() == first
+    assert snapshots.builds == 1
+    _append_hostile(run, child)
+    assert shown() == first and snapshots.builds == 1  # changed, but within the gap: the last read is served
+    snapshots.next_read = 0.0  # the gap has passed
+    assert shown() == [*first, child] and snapshots.builds == 2

@@ -15,6 +15,7 @@ import ipaddress
 import json
 import secrets
 import threading
+import time
 from http import HTTPStatus
 from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -43,12 +44,18 @@ def is_loopback(host: str) -> bool:
 
 
 class Snapshots:
-    """The last snapshot, rebuilt only when a watched log changed: many open pages cost one read of the logs."""
+    """The run as the page shows it, read again only when its logs changed, and then at most once per
+    ``max(MIN_GAP_S, 3 x the last read)``: many open pages cost one read of the logs, and a page served from the
+    driver's own process (``run --serve``) never takes more than a quarter of it, however long the run. What is in
+    flight is read on every request (one small file)."""
+
+    MIN_GAP_S = 2.0
 
     def __init__(self, run_dir: Path):
         self.run_dir, self.lock = run_dir, threading.Lock()
         self.key: str | None = None
-        self.body = b""
+        self.data: dict | None = None
+        self.next_read = 0.0
         self.builds = 0  # how many times the logs were read (tests count them)
 
     def current(self) -> bytes:
@@ -56,14 +63,18 @@ class Snapshots:
             if not (self.run_dir / layout.CONFIG).is_file():
                 return json.dumps({"error": f"waiting for the run to start in {self.run_dir}"}).encode()
             key = snapshot.version(self.run_dir)
-            if key != self.key:
+            if key != self.key and (self.data is None or time.monotonic() >= self.next_read):
+                started = time.monotonic()
                 try:
-                    self.body = json.dumps(snapshot.run_snapshot(self.run_dir)).encode()
+                    self.data = snapshot.run_snapshot(self.run_dir)
                 except (InputError, LogFormatError, OSError, ValueError) as exc:
                     # the page says so and keeps polling; the next change is read again
                     return json.dumps({"error": f"cannot read {self.run_dir}: {exc}"}).encode()
+                took = time.monotonic() - started
                 self.key, self.builds = key, self.builds + 1
-            return self.body
+                self.next_read = time.monotonic() + max(self.MIN_GAP_S, 3 * took)
+            assert self.data is not None
+            return json.dumps(snapshot.live(self.run_dir, self.data)).encode()
 
 
 class PageServer(ThreadingHTTPServer):

@@ -18,12 +18,13 @@ from mstar_ray.runlog.schemas import CandidateRow
 from mstar_ray.state.replay import restore
 from mstar_ray.state.search_state import SearchState
 
-# every file whose growth changes what the page shows
-WATCHED = ("candidates.arrows", "llm_calls.arrows", "events.arrows", layout.LIVE, layout.SUMMARY, layout.STRUCTURE)
+# the files whose change calls for reading the run again (what is in flight and whether the driver lives are read
+# on every request: ``live``)
+WATCHED = ("candidates.arrows", layout.SUMMARY, layout.STRUCTURE)
 
 
 def version(run_dir: Path) -> str:
-    """Changes whenever a watched file grows, is rewritten or appears: the page redraws only then."""
+    """Changes whenever a watched file grows, is rewritten or appears."""
     parts = []
     for name in WATCHED:
         try:
@@ -116,6 +117,16 @@ def cost(state: SearchState, rows: list[CandidateRow]) -> dict:
     return {"usd": sum(u.cost_usd for u in state.usage.values()),
             "tokens": sum(u.prompt_tokens + u.completion_tokens for u in state.usage.values()),
             "requests": requests, "cache_hits": hits, "cache_text": cache_text(hits, requests)}
+
+
+def live(run_dir: Path, snap: dict) -> dict:
+    """``snap`` with what changes between its rebuilds brought up to date: whether the driver lives and what it has
+    in flight; ``version`` changes when anything shown does."""
+    run_phase = phase(run_dir)
+    flying = in_flight(run_dir, run_phase)
+    progress = {**snap["progress"], "phase": run_phase}
+    mark = abs(hash(json.dumps([run_phase, flying], sort_keys=True))) & 0xFFFFFF
+    return {**snap, "progress": progress, "in_flight": flying, "version": f"{snap['version']}-{mark}"}
 
 
 def run_snapshot(run_dir: Path) -> dict:
