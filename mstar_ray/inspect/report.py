@@ -64,7 +64,8 @@ def _time_cost_plot(rows, calls) -> str:
 
 
 def _category_plot(best, seeds) -> str:
-    members = [("best", best), *[(f"seed {s.commit_message.removeprefix('seed ')}", s) for s in seeds]]
+    members = [("returned", best), *[(f"seed {s.commit_message.removeprefix('seed ')}", s) for s in seeds
+                                     if s.id != best.id]]
     categories = sorted({c for _, m in members for c in m.category_scores})
     fig, ax = plt.subplots(figsize=(7, 3.5))
     width = 0.8 / max(1, len(members))
@@ -79,8 +80,8 @@ def _category_plot(best, seeds) -> str:
 
 def _stages_plot(best, seeds) -> str | None:
     """Attributed failures per category, stacked by stage, for the best and each seed; None if not attributed."""
-    members = [(label, m) for label, m in [("best", best), *[(f"seed {s.commit_message.removeprefix('seed ')}", s)
-                                                              for s in seeds]] if m.stage_counts]
+    members = [(label, m) for label, m in [("returned", best), *[(f"seed {s.commit_message.removeprefix('seed ')}", s)
+                                                                  for s in seeds if s.id != best.id]] if m.stage_counts]
     if not members:
         return None
     categories = sorted({c for _, m in members for c in m.stage_counts})
@@ -97,7 +98,7 @@ def _stages_plot(best, seeds) -> str | None:
         ax.set_title(label, fontsize=8)
     axes[0][0].set_ylabel("failed items")
     fig.legend(*axes[0][0].get_legend_handles_labels(), fontsize=7, loc="upper center", ncols=4,
-               bbox_to_anchor=(0.5, 0.0), frameon=False)  # below the bars, never over one
+               bbox_to_anchor=(0.5, -0.12), frameon=False)  # below the bars and their labels, never over one
     return _png(fig)
 
 
@@ -127,7 +128,7 @@ def _population_map(run_dir: Path, members) -> PopulationMap | None:
     return map_population(members, index, seed=config.search.seed)
 
 
-def _map_section(found: PopulationMap | None, rows) -> str:
+def _map_section(found: PopulationMap | None, rows, returned: str) -> str:
     if found is None:
         return "<p>(no program could be placed)</p>"
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -142,6 +143,10 @@ def _map_section(found: PopulationMap | None, rows) -> str:
         medoid = found.ids.index(found.medoids[cluster])
         ax.annotate(str(cluster + 1), (xs[medoid], ys[medoid]), fontsize=9, weight="bold",
                     xytext=(4, 4), textcoords="offset points")
+    if returned in found.ids:
+        at = found.ids.index(returned)
+        ax.scatter([xs[at]], [ys[at]], marker="*", s=260, facecolors="none", edgecolors="tab:orange", linewidths=1.8,
+                   label="returned", zorder=4)
     fig.colorbar(points, ax=ax, label="static score")
     ax.set_title(f"classical MDS of tree edit distances ({found.level} level); marker: cluster", fontsize=9)
     ax.legend(fontsize=7)
@@ -293,10 +298,10 @@ def build_report(run_dir: Path) -> str:
     sections = [
         ("", views),
         ("Wall time and cost", _time_cost_plot(rows, calls)),
-        ("Per category: the best against the seeds", _category_plot(best_row, seed_rows)),
+        ("Per category: the returned program against the seeds", _category_plot(best_row, seed_rows)),
         ("Worker utilisation", _utilisation_plot(rows + screened)),
         ("Pareto front", _pareto_section(config, split, state.population)),
-        ("Structural clusters", _map_section(_population_map(run_dir, state.members), rows)),
+        ("Structural clusters", _map_section(_population_map(run_dir, state.members), rows, best_id)),
         ("The best program's diff from its seed", f"<pre>{html.escape(diff)}</pre>"),
         ("Lineage tree", lineage_tree(nodes, best_id)),
         ("Changes: each candidate against its parent", diffs_section(nodes, best_id, source)),
