@@ -357,6 +357,8 @@ def test_the_page_reads_the_logs_again_only_when_they_changed_and_not_more_often
     for _ in range(3):
         assert shown() == first
     assert snapshots.builds == 1
+    version = json.loads(snapshots.current())["version"]
+    assert json.loads(snapshots.current(since=version)) == {"version": version, "unchanged": True}  # a page up to date
     _append_hostile(run, child)
     assert shown() == first and snapshots.builds == 1  # changed, but within the gap: the last read is served
     snapshots.next_read = 0.0  # the gap has passed

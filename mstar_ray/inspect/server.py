@@ -58,7 +58,8 @@ class Snapshots:
         self.next_read = 0.0
         self.builds = 0  # how many times the logs were read (tests count them)
 
-    def current(self) -> bytes:
+    def current(self, since: str | None = None) -> bytes:
+        """The snapshot as JSON; only its version when that is ``since`` (the page already shows it)."""
         with self.lock:
             if not (self.run_dir / layout.CONFIG).is_file():
                 return json.dumps({"error": f"waiting for the run to start in {self.run_dir}"}).encode()
@@ -74,7 +75,10 @@ class Snapshots:
                 self.key, self.builds = key, self.builds + 1
                 self.next_read = time.monotonic() + max(self.MIN_GAP_S, 3 * took)
             assert self.data is not None
-            return json.dumps(snapshot.live(self.run_dir, self.data)).encode()
+            shown = snapshot.live(self.run_dir, self.data)
+            if since is not None and since == shown["version"]:
+                return json.dumps({"version": since, "unchanged": True}).encode()
+            return json.dumps(shown).encode()
 
 
 class PageServer(ThreadingHTTPServer):
@@ -139,7 +143,7 @@ class Handler(BaseHTTPRequestHandler):
             body = page.plotly_js() if path == "/plotly.min.js" else page.asset(path[1:])
             self._send(HTTPStatus.OK, body, STATIC[path] + "; charset=utf-8")
         elif path == "/api/run":
-            self._send(HTTPStatus.OK, self.server.snapshots.current(), "application/json")
+            self._send(HTTPStatus.OK, self.server.snapshots.current(query.get("since", [None])[0]), "application/json")
         elif path == "/api/change":
             found = snapshot.change(self.server.run_dir, query.get("id", [""])[0])
             if found is None:

@@ -10,13 +10,13 @@
                        document.getElementById("change").scrollIntoView({block: "nearest"}); });
   }
   function poll() {
-    fetch("api/run", {cache: "no-store"})
+    fetch("api/run" + (shown === null ? "" : "?since=" + encodeURIComponent(shown)), {cache: "no-store"})
       .then(r => r.json())
       .then(snap => {
         const status = document.getElementById("status");
         if (snap.error) { status.textContent = snap.error; return; }
         status.textContent = "updated " + new Date().toLocaleTimeString();
-        if (snap.version !== shown) { shown = snap.version; MstarViews.render(snap, pick); }
+        if (!snap.unchanged && snap.version !== shown) { shown = snap.version; MstarViews.render(snap, pick); }
       })
       .catch(error => { document.getElementById("status").textContent = "cannot reach the server: " + error; })
       .finally(() => setTimeout(poll, 2000));
