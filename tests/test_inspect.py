@@ -294,6 +294,15 @@ def test_the_live_page_shows_a_new_row_without_a_reload_and_keeps_hostile_text_i
         # Plotly's hover text carries the message with its markup as entities
         hover = browser.evaluate(tab, "JSON.stringify(document.getElementById('scores').data.map(t => t.customdata || []))")
         assert "&lt;/script&gt;&lt;img" in hover and "<img" not in hover
+        # hovering the child's point shows its message as text, not as elements
+        label = browser.evaluate(tab, f"""(async () => {{
+            const plot = document.getElementById('scores');
+            const curve = plot.data.findIndex(t => t.name === 'children');
+            const point = plot.data[curve].customdata.findIndex(d => d[0] === '{child}');
+            Plotly.Fx.hover(plot, [{{curveNumber: curve, pointNumber: point}}]);
+            await new Promise(done => setTimeout(done, 200));
+            return document.querySelector('#scores .hovertext').textContent; }})()""")
+        assert child in label and "</script><img src=x" in label
         assert browser.evaluate(tab, "window.pwned || 0") == 0
         visit = browser.collect()
     finally:

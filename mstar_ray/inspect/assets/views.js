@@ -38,8 +38,9 @@
     return c.status === "violation" ? "violation" : c.status === "failed" ? "failed" : c.origin === "seed" ? "seed" : "child";
   }
 
-  function hover(c) { return [c.id, hoverMessage(c.message), c.score_text, inert(c.origin)]; }
-  const HOVER = "<b>%{customdata[0]}</b> (%{customdata[3]})<br>score %{customdata[2]}<br>%{customdata[1]}<extra></extra>";
+  // [the id a click looks up, then what the hover shows, each inert]
+  function hover(c) { return [c.id, hoverMessage(c.message), inert(c.score_text), inert(c.origin), inert(c.id)]; }
+  const HOVER = "<b>%{customdata[4]}</b> (%{customdata[3]})<br>score %{customdata[2]}<br>%{customdata[1]}<extra></extra>";
 
   function returnedTrace(snap, y) {
     const r = snap.returned && snap.candidates.find(c => c.id === snap.returned.id);
