@@ -175,3 +175,17 @@ def test_the_site_searches_from_disk_and_never_breaks_a_key_mid_word(site):
     assert found and found > 0
     assert wrapped == []
     assert all(url.startswith(("file:", "data:", "blob:")) for url in visit.requests), visit.requests
+
+
+def test_the_exit_codes_and_the_ablation_variants_are_listed_where_a_user_looks():
+    from mstar_ray.exit_codes import MEANINGS
+    from mstar_ray.search.variants import VARIANTS, slug
+
+    page = docs_pages.cli_page()
+    help_text = build_parser().format_help()
+    for code in MEANINGS:
+        assert f" {code} " in page.split("\n\n")[1] and f"{code} " in help_text, code
+    assert {130, 143} <= set(MEANINGS)
+    ablate = docs_pages._subcommands(build_parser())["ablate"][0].format_help()
+    flat = " ".join(ablate.split())
+    assert all(slug(name) in flat.replace("- ", "-") for name in VARIANTS), flat
