@@ -18,7 +18,7 @@ from mstar_ray.contract import ContractError, check_source
 from mstar_ray.envs.base import EnvFailure
 from mstar_ray.exit_codes import (EXIT_BUDGET, EXIT_ENDPOINT, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_PROGRAM, EXIT_SIGINT,
                                   EXIT_SIGTERM, ANNOUNCED, InfrastructureError, InputError, MissingInput, Terminated,
-                                  resume_line)
+                                  exit_codes_text, resume_line)
 from mstar_ray.llm.errors import BudgetExceeded
 from mstar_ray.sandbox_host.jail import LAYERS
 from mstar_ray.terminal import printable
@@ -70,6 +70,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from mstar_ray.tasks.registry import load_task
 
     source = _read_program(args.program)
+    violations = check_source(source)
+    if violations:  # said here, naming the user's file, before a task is loaded
+        raise ContractError(violations, args.program)
     settings = _llm_settings(args)
     task = load_task(
         args.task, conversation=args.conversation, limit=args.limit, data=args.data, seed=args.seed, size=args.size,
@@ -148,7 +151,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from mstar_ray.driver.run import run_search
 
     if args.resume:
+        from mstar_ray.runlog.layout import require_run_dir
+
         run_dir = args.resume
+        require_run_dir(run_dir)
+        _serve_run(args, run_dir)
         code = run_search(args.config, run_dir=run_dir, address=args.address, resume=True)
     else:
         if args.config is None:
@@ -156,6 +163,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         run_dir = args.run_dir = args.run_dir or f"runs/{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
         if (Path(run_dir) / "config.yaml").exists():
             raise InputError(f"{run_dir} already holds a run: resume it with --resume {run_dir}, or choose another --run-dir")
+        _serve_run(args, run_dir)
         code = run_search(args.config, run_dir=run_dir, address=args.address)
     if code == EXIT_OK:
         from mstar_ray.inspect.summary import run_summary_text, summary_of
@@ -163,6 +171,41 @@ def cmd_run(args: argparse.Namespace) -> int:
         summary = summary_of(Path(run_dir))
         print(json.dumps(summary, indent=1) if args.json else run_summary_text(Path(run_dir), summary))
     return code
+
+
+def _serve_run(args: argparse.Namespace, run_dir: str) -> None:
+    """``run --serve``: the live page of this run, served from this process while it runs."""
+    if not args.serve:
+        return
+    from mstar_ray.inspect.server import start
+
+    server = _started(start, Path(run_dir), args.serve_host, args.serve_port, None)
+    print(f"live page {server.url} (while this run lasts)", file=sys.stderr, flush=True)
+
+
+def _started(start, run_dir: Path, host: str, port: int, token: str | None):
+    try:
+        return start(run_dir, host, port, token)
+    except OSError as exc:  # the port is taken, the address is not this machine's
+        raise InputError(f"cannot serve the page on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import time
+
+    from mstar_ray.inspect.server import start
+    from mstar_ray.inspect.status import run_config_of
+
+    run_dir = Path(args.run_dir)
+    run_config_of(run_dir)  # "not a run directory" before anything is bound
+    server = _started(start, run_dir, args.host, args.port, args.token)
+    print(f"serving {run_dir} at {server.url} (Ctrl-C stops)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.shutdown()
+        return EXIT_OK
 
 
 def cmd_ablate(args: argparse.Namespace) -> int:
@@ -353,10 +396,12 @@ def _llm_arguments(command: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from mstar_ray.search.variants import described as variants_described
     from mstar_ray.tasks.beam import SIZES as BEAM_SIZES
     from mstar_ray.tasks.registry import TASK_NAMES
 
-    parser = argparse.ArgumentParser(prog="mstar-ray", description="Search for LLM-agent memory programs (M*).")
+    parser = argparse.ArgumentParser(prog="mstar-ray", description="Search for LLM-agent memory programs (M*).",
+                                     epilog=f"exit codes: {exit_codes_text()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     check = commands.add_parser("check", help="check a memory program against the contract")
@@ -405,13 +450,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", metavar="RUN_DIR", default=None,
                      help="continue an interrupted run: re-issue what was in flight, never redo finished work")
     run.add_argument("--json", action="store_true", help="print the run's summary.json instead of the short summary")
+    run.add_argument("--serve", action="store_true", help="serve the run's live page while it runs (as mstar-ray "
+                     "serve does) and print its URL")
+    run.add_argument("--serve-host", default="127.0.0.1", help="address of --serve's page (default loopback; any "
+                     "other address requires the token printed with the URL)")
+    run.add_argument("--serve-port", type=int, default=8765, help="port of --serve's page (0: any free port)")
     run.set_defaults(handler=cmd_run)
 
     ablate = commands.add_parser("ablate", help="the ablation table (full, -Instruction, -Code, max-parent, no "
                                  "population) and a best-of-N baseline, each run REPEATS times on Ray")
     ablate.add_argument("config", help="run config YAML: the full search; every variant changes one switch of it")
     ablate.add_argument("--repeats", type=int, default=3, help="runs per variant, search seeds seed, seed+1, ...")
-    ablate.add_argument("--variants", default=None, help="comma-separated subset (default: all)")
+    ablate.add_argument("--variants", default=None, metavar="NAME[,NAME]",
+                        help=f"comma-separated subset (default: all): {variants_described()}")
     ablate.add_argument("--out", default=None, help="a run directory per run and ablation.json go here "
                         "(default runs/ablate-CONFIG-TIMESTAMP); given again, finished runs are kept")
     ablate.add_argument("--address", default=None, help="auto, or ray://HOST:PORT; default: a local Ray per run")
@@ -449,6 +500,15 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("run_dir")
     export.add_argument("--best", required=True, metavar="OUT.py")
     export.set_defaults(handler=cmd_export)
+
+    serve = commands.add_parser("serve", help="a web page of a run that follows it as it grows (live or finished)")
+    serve.add_argument("run_dir")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback: this machine only); "
+                       "any other address requires a token")
+    serve.add_argument("--port", type=int, default=8765, help="port to listen on (0: any free port)")
+    serve.add_argument("--token", default=None, help="the token a browser must present (default: drawn at random "
+                       "when the address is not loopback, none on loopback)")
+    serve.set_defaults(handler=cmd_serve)
 
     report = commands.add_parser("report", help="a self-contained HTML report with plots")
     report.add_argument("run_dir")

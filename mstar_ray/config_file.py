@@ -70,12 +70,41 @@ def _described(owner: type[BaseModel] | None, path: tuple[Any, ...]) -> str:
     return f" (the key: {field.description})" if field is not None and field.description else ""
 
 
-def describe_errors(model: type[BaseModel], error: ValidationError, source: str, prefix: str = "") -> str:
-    """Every problem of ``error`` on its own line, with its key path (after ``prefix``)."""
+def key_lines(text: str) -> dict[tuple[Any, ...], int]:
+    """The line (from 1) of every key path of a YAML document, as it was written (list items by index)."""
+    found: dict[tuple[Any, ...], int] = {}
+
+    def walk(node: yaml.Node, path: tuple[Any, ...]) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    found[path + (key.value,)] = key.start_mark.line + 1
+                    walk(value, path + (key.value,))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                found[path + (index,)] = item.start_mark.line + 1
+                walk(item, path + (index,))
+
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:
+        return found
+    if root is not None:
+        walk(root, ())
+    return found
+
+
+def describe_errors(model: type[BaseModel], error: ValidationError, source: str, prefix: str = "",
+                    lines_of: dict[tuple[Any, ...], int] | None = None) -> str:
+    """Every problem of ``error`` on its own line, with its key path (after ``prefix``) and, given the file's
+    ``key_lines``, the line the key is on (or its nearest enclosing key's, for a key that is missing)."""
     lines = []
     for item in error.errors():
         path, owner = _walk(model, tuple(item["loc"]))
         where = prefix + ".".join(str(p) for p in path) if path else prefix.rstrip(".") or "(top level)"
+        if lines_of:
+            line = next((lines_of[path[:n]] for n in range(len(path), 0, -1) if path[:n] in lines_of), None)
+            where = f"line {line}: {where}" if line is not None else where
         if item["type"] == "extra_forbidden":
             valid = sorted(owner.model_fields) if owner else []
             near = difflib.get_close_matches(str(path[-1]), valid, n=1, cutoff=0.5)
@@ -88,21 +117,23 @@ def describe_errors(model: type[BaseModel], error: ValidationError, source: str,
     return f"{source}: invalid config\n" + "\n".join(lines)
 
 
-def load_model(model: type[Model], data: Any, source: str) -> Model:
+def load_model(model: type[Model], data: Any, source: str, text: str | None = None) -> Model:
+    """``data`` as ``model``; ``text``, the file it was read from, lets an error name each key's line."""
     try:
         return model.model_validate(data if data is not None else {})
     except ValidationError as exc:
-        raise ConfigError(describe_errors(model, exc, source)) from None
+        raise ConfigError(describe_errors(model, exc, source, lines_of=key_lines(text) if text else None)) from None
 
 
 def load_yaml(model: type[Model], path: str | Path) -> Model:
     file = Path(path)
     if not file.is_file():
         raise ConfigError(f"config file not found: {path}")
+    text = file.read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if data is not None and not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of keys, not {type(data).__name__}")
-    return load_model(model, data, str(path))
+    return load_model(model, data, str(path), text)

@@ -16,6 +16,22 @@ EXIT_BUDGET = 4  # the budget is spent
 EXIT_SIGINT = 130  # stopped by Ctrl-C (128 + SIGINT); resumable
 EXIT_SIGTERM = 143  # stopped by SIGTERM (128 + SIGTERM, as `ray job stop` sends); resumable
 
+# What each code means, as `mstar-ray --help` and the CLI reference say it.
+MEANINGS = {
+    EXIT_OK: "success",
+    EXIT_PROGRAM: "the program broke the contract",
+    EXIT_INPUT: "bad input (arguments, a config key, a data file), named",
+    EXIT_ENDPOINT: "an endpoint, sandbox layer, served model or environment that cannot be used, a run that cannot "
+                   "go on, or an internal error (its traceback kept in error.log)",
+    EXIT_BUDGET: "the budget is spent",
+    EXIT_SIGINT: "stopped by Ctrl-C (finished work kept: resume with --resume)",
+    EXIT_SIGTERM: "stopped by SIGTERM, as `ray job stop` sends (finished work kept: resume with --resume)",
+}
+
+
+def exit_codes_text() -> str:
+    return "; ".join(f"{code} {meaning}" for code, meaning in MEANINGS.items())
+
 
 class InputError(ValueError):
     """Input the user gave that cannot be used; the message says which and why."""

@@ -172,12 +172,11 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, tuple[argparse.Ar
 
 def cli_page() -> str:
     from mstar_ray.cli import build_parser
+    from mstar_ray.exit_codes import exit_codes_text
 
     parser = build_parser()
     lines = ["# CLI reference", "", "Generated at build time from `mstar-ray`'s argument parser "
-             "(`mstar_ray.cli.build_parser`). Exit codes: 0 success; 1 the program broke the contract; 2 bad input "
-             "(arguments, a config key, a data file), named; 3 an endpoint, sandbox layer, served model or "
-             "environment that cannot be used, or a run that cannot go on; 4 the budget is spent.", ""]
+             f"(`mstar_ray.cli.build_parser`). Exit codes: {exit_codes_text()}.", ""]
     for name, (sub, help_text) in _subcommands(parser).items():
         lines += [f"## `mstar-ray {name}`", "", help_text, "", "```text", sub.format_usage().strip(), "```", "",
                   "| argument | default | values | what it does |", "|---|---|---|---|"]

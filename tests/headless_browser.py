@@ -3,6 +3,7 @@ page, collect every console error, uncaught exception and network request, and e
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -82,20 +83,48 @@ class Browser:
             self.events.append(event)
         raise TimeoutError(method)
 
-    def visit(self, path: Path, expressions: dict[str, str]) -> PageVisit:
-        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    def open(self, target: Path | str, width: int = 1200, height: int = 900) -> str:
+        """A new tab showing a file or a URL, loaded; its session id."""
+        url = target.resolve().as_uri() if isinstance(target, Path) else target
+        tab = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.send("Target.attachToTarget", {"targetId": tab, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Log", "Network"):
             self.send(f"{domain}.enable", session=session)
-        self.send("Page.navigate", {"url": path.resolve().as_uri()}, session=session)
+        self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
+                                                         "mobile": False}, session=session)
+        self.send("Page.navigate", {"url": url}, session=session)
         self.wait_for("Page.loadEventFired")
-        visit = PageVisit()
-        for name, expression in expressions.items():
-            result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True},
-                               session=session)
-            if "exceptionDetails" in result:
-                visit.errors.append(f"{name}: {result['exceptionDetails']}")
-            visit.values[name] = result.get("result", {}).get("value")
+        return session
+
+    def evaluate(self, session: str, expression: str, errors: list[str] | None = None):
+        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True},
+                           session=session)
+        if "exceptionDetails" in result and errors is not None:
+            errors.append(f"{expression[:60]}: {result['exceptionDetails']}")
+        return result.get("result", {}).get("value")
+
+    def wait_until(self, session: str, expression: str, timeout_s: float | None = None):
+        """Evaluate ``expression`` until it is truthy (the page changed on its own); its value, or None."""
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        while time.monotonic() < deadline:
+            value = self.evaluate(session, expression)
+            if value:
+                return value
+            time.sleep(0.25)
+        return None
+
+    def screenshot(self, session: str, out: Path, full_page: bool = True) -> None:
+        params: dict = {"format": "png"}
+        if full_page:
+            size = self.send("Page.getLayoutMetrics", session=session)["cssContentSize"]
+            params.update(captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": size["width"],
+                                                            "height": size["height"], "scale": 1})
+        data = self.send("Page.captureScreenshot", params, session=session)["data"]
+        out.write_bytes(base64.b64decode(data))
+
+    def collect(self, visit: PageVisit | None = None) -> PageVisit:
+        """The console errors, exceptions and requests seen so far, into ``visit``."""
+        visit = visit or PageVisit()
         for event in self.events:
             method, params = event.get("method"), event.get("params", {})
             if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
@@ -110,6 +139,13 @@ class Browser:
                 visit.errors.append(f"failed load: {params.get('errorText')}")
         self.events.clear()
         return visit
+
+    def visit(self, path: Path | str, expressions: dict[str, str]) -> PageVisit:
+        session = self.open(path)
+        visit = PageVisit()
+        for name, expression in expressions.items():
+            visit.values[name] = self.evaluate(session, expression, visit.errors)
+        return self.collect(visit)
 
     def close(self) -> None:
         try:

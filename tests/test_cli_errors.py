@@ -21,6 +21,7 @@ def test_bad_input_exits_2_naming_the_key_the_file_or_the_argument(tmp_path, cap
     assert main(["run", str(config), "--run-dir", str(tmp_path / "a")]) == 2
     err = capsys.readouterr().err
     assert f"{config}: invalid config" in err and "search.max_candidatez: unknown key; did you mean 'max_candidates'?" in err
+    assert "  line 2: search.max_candidatez: unknown key" in err  # the line of the file the key is on
 
     missing = tmp_path / "no-such-task"
     config.write_text(yaml.safe_dump({"task": {"name": "jsonl", "data": str(missing)}, "search": {"max_candidates": 3}}))
@@ -65,3 +66,19 @@ def test_an_input_error_is_a_value_error_and_a_missing_input_a_file_not_found_er
         from mstar_ray.seeds import resolve
 
         resolve("nowhere.py", Path("/nonexistent"))
+
+
+def test_messages_name_the_users_file_and_what_is_not_a_run_directory(tmp_path, capsys):
+    program = tmp_path / "notmemory.py"
+    program.write_text("def f():\n    return 1\n")
+    assert main(["eval", str(program), "--embedder", "hashing"]) == 1
+    err = capsys.readouterr().err
+    assert f"{program} breaks the memory-program contract" in err and "program.py" not in err
+    empty, missing = tmp_path / "empty", tmp_path / "missing"
+    empty.mkdir()
+    for folder in (empty, missing):
+        for command in (["report", str(folder)], ["status", str(folder)], ["export", str(folder), "--best",
+                                                                            str(tmp_path / "b.py")],
+                        ["serve", str(folder), "--port", "0"], ["run", "--resume", str(folder)]):
+            assert main(command) == 2, command
+            assert f"{folder} is not a run directory" in capsys.readouterr().err, command

@@ -141,6 +141,51 @@ def test_a_config_error_quotes_the_description_the_reference_shows(tmp_path):
     with pytest.raises(ConfigError) as raised:
         load_run_config(path)
     description = RunConfig.model_fields["search"].annotation.model_fields["tau"].description
-    assert f"search.tau: Input should be greater than 0 (the key: {description})" in str(raised.value)
+    assert f"line 2: search.tau: Input should be greater than 0 (the key: {description})" in str(raised.value)
     row = next(line for line in docs_pages.config_page().splitlines() if line.startswith("| `search.tau` |"))
     assert description in row
+
+
+def test_every_relative_link_of_the_readme_resolves_in_the_repository():
+    """The README is read on the repository's page, where only committed files exist (no generated page)."""
+    import re
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = [link.split("#")[0] for link in re.findall(r"\]\(([^)\s]+)\)", text) if "://" not in link]
+    assert links and [link for link in links if link and not (ROOT / link).exists()] == []
+
+
+def test_the_site_searches_from_disk_and_never_breaks_a_key_mid_word(site):
+    """Opened as file:// (as the README says), the search finds a page; a config key's cell does not wrap."""
+    from tests.headless_browser import open_browser
+
+    browser = open_browser()
+    try:
+        tab = browser.open(site / "index.html")
+        browser.evaluate(tab, "(() => { const box = document.querySelector('input.md-search__input'); box.focus();"
+                              " box.value = 'parent_selection'; box.dispatchEvent(new Event('input', {bubbles: true}));"
+                              " box.dispatchEvent(new KeyboardEvent('keyup', {bubbles: true, key: 'n'})); })()")
+        found = browser.wait_until(tab, "document.querySelectorAll('.md-search-result__item').length")
+        config = browser.open(site / "reference" / "config.html", width=700)
+        wrapped = browser.evaluate(config, "Array.from(document.querySelectorAll('td:first-child code'))"
+                                           ".filter(c => c.getClientRects().length > 1).map(c => c.textContent)")
+        visit = browser.collect()
+    finally:
+        browser.close()
+    assert found and found > 0
+    assert wrapped == []
+    assert all(url.startswith(("file:", "data:", "blob:")) for url in visit.requests), visit.requests
+
+
+def test_the_exit_codes_and_the_ablation_variants_are_listed_where_a_user_looks():
+    from mstar_ray.exit_codes import MEANINGS
+    from mstar_ray.search.variants import VARIANTS, slug
+
+    page = docs_pages.cli_page()
+    help_text = build_parser().format_help()
+    for code in MEANINGS:
+        assert f" {code} " in page.split("\n\n")[1] and f"{code} " in help_text, code
+    assert {130, 143} <= set(MEANINGS)
+    ablate = docs_pages._subcommands(build_parser())["ablate"][0].format_help()
+    flat = " ".join(ablate.split())
+    assert all(slug(name) in flat.replace("- ", "-") for name in VARIANTS), flat

@@ -26,11 +26,18 @@ def finished_run(tmp_path_factory) -> Path:
     path = tmp / "run.yaml"
     path.write_text(yaml.safe_dump(config(6)))
     run_dir = tmp / "run"
-    done = subprocess.run([sys.executable, "-m", "mstar_ray.cli", "run", str(path), "--run-dir", str(run_dir)],
+    done = subprocess.run([sys.executable, "-m", "mstar_ray.cli", "run", str(path), "--run-dir", str(run_dir),
+                           "--serve", "--serve-port", "0"],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     (tmp / "stdout.txt").write_text(done.stdout)
+    (tmp / "stderr.txt").write_text(done.stderr)
     return run_dir
+
+
+def test_run_serve_prints_its_live_page(finished_run):
+    stderr = (finished_run.parent / "stderr.txt").read_text()
+    assert re.search(r"^live page http://127\.0\.0\.1:\d+/ \(while this run lasts\)$", stderr, re.M), stderr[:2000]
 
 
 def test_a_run_ends_with_a_short_summary_on_stdout(finished_run):
@@ -56,7 +63,11 @@ def test_status_of_a_finished_run(finished_run, capsys):
     assert main(["status", str(finished_run)]) == 0
     text = capsys.readouterr().out
     assert "(finished)" in text and "6/6 candidates evaluated" in text
-    assert re.search(r"best\s+0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\] [0-9a-f]{16}", text) and "test      best" in text
+    assert re.search(r"returned\s+0\.\d{3} \[0\.\d{3}, [01]\.\d{3}\] [0-9a-f]{16}", text) and "test      best" in text
+    summary = json.loads((finished_run / "summary.json").read_text())
+    low, high = summary["best"]["test_interval"]
+    assert f"test      best {summary['best']['test_score']:.3f} [{low:.3f}, {high:.3f}]" in text  # as the summary says it
+    assert "(seed: seed " not in text and " 1 duplicates" not in text
     assert "holding 100% of the static questions' evidence" in text
     assert re.search(r"chosen by (best seed|paired bootstrap|confirmation): ", text)
     assert re.search(r"failures  best: \d+ \w+", text)  # its failures attributed to a stage
@@ -72,9 +83,11 @@ def test_report_is_one_self_contained_html_file(finished_run, tmp_path):
     out = tmp_path / "report.html"
     assert main(["report", str(finished_run), "--out", str(out)]) == 0
     page = out.read_text()
-    assert page.count("data:image/png;base64,") == 7 and "diff from its seed" in page
+    assert page.count("<img src=\"data:image/png;base64,") == 5 and "diff from its seed" in page
     assert "Where the failures went wrong: storage, retrieval or answering" in page
-    assert "src=\"http" not in page and "<script" not in page
+    # the interactive plots are the live page's own views, plotly.js inlined: no script is loaded from anywhere
+    assert "src=\"http" not in page and "<script src" not in page and page.count("<script") == 4
+    assert "what the run would return" in page and "MstarViews.render(" in page
     assert "Structural clusters" in page and "<th>medoid</th>" in page
     # the Pareto front: its members with their per-category static means and weights
     assert "Pareto front" in page and "programs on the front over every static question" in page
@@ -118,7 +131,7 @@ def test_a_run_without_a_summary_is_interrupted(finished_run, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(finished_run, copy)
     (copy / "summary.json").unlink()
-    assert "interrupted (resume with --resume)" in status_text(copy)
+    assert f"interrupted; resume it with mstar-ray run --resume {copy}" in status_text(copy)
 
 
 def test_status_of_something_that_is_not_a_run(tmp_path, capsys):
@@ -164,6 +177,13 @@ RENDERED = {
     "added_colour": "(() => { const a = document.querySelector('pre.diff .add');"
                     " return a ? getComputedStyle(a).backgroundColor : null; })()",
     "source": "(document.querySelector('pre.source') || {}).innerText || ''",
+    "points": "document.querySelectorAll('#scores .scatterlayer .point').length",
+    "star": "document.getElementById('scores').data.find(t => t.marker && t.marker.symbol === 'star').customdata[0][0]",
+    "line_end": "(() => { const t = document.getElementById('scores').data.find(t => t.mode === 'lines');"
+                " return t.y[t.y.length - 1]; })()",
+    "clicked": "(() => { const plot = document.getElementById('scores'); const t = plot.data.find(t => t.name === 'children');"
+               " const id = t.customdata[0][0]; const d = document.getElementById('c-' + id); d.open = false;"
+               " plot.emit('plotly_click', {points: [{customdata: t.customdata[0]}]}); return d.open; })()",
 }
 
 
@@ -181,7 +201,13 @@ def test_the_report_renders_in_headless_chromium_without_errors_or_network(finis
     values = visit.values
     assert visit.errors == []
     assert all(url.startswith(("file:", "data:")) for url in visit.requests), visit.requests
-    assert values["images"] >= 7 and values["drawn"] == values["images"] and values["scripts"] == 0
+    assert values["images"] >= 5 and values["drawn"] == values["images"] and values["scripts"] == 4
+    # the scores plot: a point per candidate with a score, the returned program starred, the line of what the run
+    # would return ending on it; a click on a point opens that program's change further down
+    assert values["points"] >= len([r for r in evaluated if r.static_score is not None])
+    summary = json.loads((finished_run / "summary.json").read_text())
+    assert values["star"] == summary["best"]["id"] and values["line_end"] == pytest.approx(summary["best"]["static_score"])
+    assert values["clicked"] is True
     assert values["tree"] == len(evaluated)
     assert values["changes"] == sum(r.parent is not None for r in evaluated) and values["diff_height"] > 0
     assert values["added"] > 0 and values["added_colour"] == "rgb(230, 255, 236)"
@@ -210,3 +236,139 @@ def test_candidate_text_in_the_report_is_escaped_in_a_real_browser(tmp_path):
     assert visit.errors == [] and visit.values["pwned"] == 0
     assert visit.values["scripts"] == 0 and visit.values["images"] == 0
     assert visit.values["text"].startswith("+Y = '</pre></details><script>")
+
+
+HOSTILE = "</script><img src=x onerror='window.pwned = 1'><script>window.pwned = 2</script>"
+
+
+def _with_hostile_row(finished_run: Path, copy: Path) -> str:
+    """A copy of the run and, stored in it, a child of its last program whose source carries markup; its id."""
+    import shutil
+
+    from mstar_ray.runlog.sources import load_source, store_source
+
+    shutil.copytree(finished_run, copy)
+    last = [r for r in read_rows(copy, "candidates") if r.status == "evaluated"][-1]
+    return store_source(copy, load_source(copy, last.id) + f"\nHOSTILE = {HOSTILE!r}\n")
+
+
+def _append_hostile(run_dir: Path, child: str) -> None:
+    last = [r for r in read_rows(run_dir, "candidates") if r.status == "evaluated"][-1]
+    row = last.model_copy(update={"id": child, "parent": last.id, "commit_message": HOSTILE, "verdict": "kept",
+                                  "origin": "reflection"})
+    with LogWriter(run_dir, "candidates") as writer:
+        writer.append([row])
+
+
+def test_the_live_page_shows_a_new_row_without_a_reload_and_keeps_hostile_text_inert(finished_run, tmp_path):
+    """``mstar-ray serve``'s page in headless Chromium: it draws the run, then a candidate row appended to the log
+    appears on the page by itself (no navigation), its markup shown as text; hover data and a click's diff come
+    from the server; nothing is fetched from anywhere else."""
+    from mstar_ray.inspect.server import start
+
+    run = tmp_path / "live"
+    child = _with_hostile_row(finished_run, run)
+    before = len([r for r in read_rows(run, "candidates") if r.status not in ("duplicate", "screened_out")])
+    server = start(run, "127.0.0.1", 0)
+    browser = _browser()
+    try:
+        tab = browser.open(server.url)
+        rows = "document.querySelectorAll('#population tr[data-id]').length"
+        assert browser.wait_until(tab, f"{rows} === {before}") is True
+        assert browser.evaluate(tab, "document.querySelectorAll('#scores .point').length") >= before
+        browser.evaluate(tab, "window.loaded = 'first'")  # a reload would forget it
+        builds = server.snapshots.builds
+        _append_hostile(run, child)
+        assert browser.wait_until(tab, f"{rows} === {before + 1}") is True
+        assert server.snapshots.builds == builds + 1  # the logs were read again once, for the change
+        assert browser.evaluate(tab, "window.loaded") == "first"
+        shown = browser.evaluate(tab, f"document.querySelector('#population tr[data-id=\"{child}\"] td.msg').textContent")
+        assert shown == HOSTILE
+        assert browser.evaluate(tab, "window.pwned || 0") == 0
+        assert browser.evaluate(tab, "document.querySelectorAll('body img').length") == 0
+        # a click on the program opens its diff beside its message, drawn from the server's JSON as text
+        browser.evaluate(tab, f"document.querySelector('#population tr[data-id=\"{child}\"] a').click()")
+        assert browser.wait_until(tab, "document.querySelector('#change h3') && document.querySelector('#change h3')"
+                                       ".textContent") == f"{child} from {[r for r in read_rows(run, 'candidates') if r.status == 'evaluated'][-2].id}"
+        assert browser.evaluate(tab, "document.querySelector('#change .msg').textContent").endswith(HOSTILE)
+        # Plotly's hover text carries the message with its markup as entities
+        hover = browser.evaluate(tab, "JSON.stringify(document.getElementById('scores').data.map(t => t.customdata || []))")
+        assert "&lt;/script&gt;&lt;img" in hover and "<img" not in hover
+        # hovering the child's point shows its message as text, not as elements
+        label = browser.evaluate(tab, f"""(async () => {{
+            const plot = document.getElementById('scores');
+            const curve = plot.data.findIndex(t => t.name === 'children');
+            const point = plot.data[curve].customdata.findIndex(d => d[0] === '{child}');
+            Plotly.Fx.hover(plot, [{{curveNumber: curve, pointNumber: point}}]);
+            await new Promise(done => setTimeout(done, 200));
+            return document.querySelector('#scores .hovertext').textContent; }})()""")
+        assert child in label and "</script><img src=x" in label
+        assert browser.evaluate(tab, "window.pwned || 0") == 0
+        visit = browser.collect()
+    finally:
+        browser.close()
+        server.shutdown()
+    assert visit.errors == []
+    assert all(url.startswith(server.url.rstrip("/")) or url.startswith("data:") for url in visit.requests), visit.requests
+
+
+def test_the_page_off_loopback_needs_its_token_and_on_loopback_refuses_other_hosts(finished_run):
+    import http.client
+
+    from mstar_ray.inspect.server import start, token_for
+
+    assert token_for("127.0.0.1", None) is None and token_for("::1", None) is None
+    assert len(token_for("0.0.0.0", None)) >= 32 and token_for("10.1.2.3", "given") == "given"
+
+    def get(server, path, headers=None):
+        connection = http.client.HTTPConnection(*server.server_address[:2])
+        connection.request("GET", path, headers=headers or {})
+        reply = connection.getresponse()
+        return reply.status, reply.getheader("Set-Cookie"), reply.read()
+
+    guarded = start(finished_run, "127.0.0.1", 0, token="s3cret-token")
+    try:
+        assert get(guarded, "/api/run")[0] == 403 and get(guarded, "/?token=wrong")[0] == 403
+        status, cookie, _ = get(guarded, "/?token=s3cret-token")
+        assert status == 200 and "HttpOnly" in cookie
+        status, _, body = get(guarded, "/api/run", {"Cookie": cookie.split(";")[0]})
+        assert status == 200 and json.loads(body)["progress"]["phase"] == "finished"
+    finally:
+        guarded.shutdown()
+    open_here = start(finished_run, "127.0.0.1", 0)
+    try:
+        port = open_here.server_address[1]
+        assert get(open_here, "/api/run", {"Host": f"127.0.0.1:{port}"})[0] == 200
+        assert get(open_here, "/api/run", {"Host": f"attacker.example:{port}"})[0] == 403  # DNS rebinding
+    finally:
+        open_here.shutdown()
+
+
+def test_serve_refuses_what_is_not_a_run_directory(tmp_path, capsys):
+    assert main(["serve", str(tmp_path), "--port", "0"]) == 2
+    assert "not a run directory" in capsys.readouterr().err
+
+
+def test_the_page_reads_the_logs_again_only_when_they_changed_and_not_more_often_than_its_gap(finished_run, tmp_path):
+    """Polling costs nothing while the logs stand still; a change is read once, and not before the gap since the
+    last read has passed (a page served from the driver's process takes a bounded share of it)."""
+    from mstar_ray.inspect.server import Snapshots
+
+    run = tmp_path / "gap"
+    child = _with_hostile_row(finished_run, run)
+    snapshots = Snapshots(run)
+    snapshots.MIN_GAP_S = 3600.0
+
+    def shown() -> list[str]:
+        return [c["id"] for c in json.loads(snapshots.current())["candidates"]]
+
+    first = shown()
+    for _ in range(3):
+        assert shown() == first
+    assert snapshots.builds == 1
+    version = json.loads(snapshots.current())["version"]
+    assert json.loads(snapshots.current(since=version)) == {"version": version, "unchanged": True}  # a page up to date
+    _append_hostile(run, child)
+    assert shown() == first and snapshots.builds == 1  # changed, but within the gap: the last read is served
+    snapshots.next_read = 0.0  # the gap has passed
+    assert shown() == [*first, child] and snapshots.builds == 2

@@ -31,7 +31,7 @@ def test_the_returned_program_against_the_best_seed_with_intervals_counts_and_pa
     assert "0.500 [0.350, 0.650]" in returned and "0.450 [0.300, 0.600]" in returned
     assert "0.250 [0.100, 0.400]" in seed and "0.200 [0.050, 0.350]" in seed
     assert "single-hop 0.500 (seed 0.300), temporal 0.400 (seed 0.100)" in text
-    assert "12 candidates evaluated · 2 discarded · 1 violations · 3 duplicates · 0 screened out" in text
+    assert "12 candidates evaluated · 2 discarded · 1 violation · 3 duplicates · 0 screened out" in text
     assert "cost      $0.0123, 4567 tokens · wall time 61.2 s" in text  # 61.25 rounds half to even
     assert "program   runs/r1/best.py" in lines and "report    mstar-ray report runs/r1  (writes runs/r1/report.html)" in lines
 

@@ -25,17 +25,8 @@ from mstar_ray.run_config import RunConfig, load_run_config, resolve_seeds
 from mstar_ray.runlog import layout
 from mstar_ray.runlog.reader import read_table
 from mstar_ray.search.noise import bootstrap_interval, paired_interval
+from mstar_ray.search.variants import BASELINE, VARIANTS, slug
 
-# name -> the search settings it changes (the paper's Table: full, -Instruction, -Code, max-parent, no population).
-VARIANTS: dict[str, dict[str, object]] = {
-    "full": {},
-    "-Instruction": {"frozen_instructions": True},
-    "-Code": {"frozen_code": True},
-    "max-parent": {"parent_selection": "greedy"},
-    "no population": {"parent_selection": "chain"},
-    "best-of-N": {"parent_selection": "seeds"},
-}
-BASELINE = "best-of-N"
 TABLE = "ablation.json"
 
 
@@ -47,10 +38,6 @@ class RunScores(BaseModel):
     evaluations: int
     test: dict[str, float]  # question id -> the returned program's test score
     seed_test: dict[str, float]  # the best seed's, on the same questions
-
-
-def _slug(name: str) -> str:
-    return name.strip("-").replace(" ", "-").lower() + ("-off" if name.startswith("-") else "")
 
 
 def variant_config(config: RunConfig, config_path: Path, name: str, repeat: int) -> RunConfig:
@@ -112,7 +99,7 @@ def run_ablation(config_path: str, *, out: str, repeats: int, variants: list[str
     """Run every variant ``repeats`` times (skipping finished runs), then write and print the table."""
     from mstar_ray.driver.run import run_search
 
-    by_slug = {_slug(name): name for name in VARIANTS}
+    by_slug = {slug(name): name for name in VARIANTS}
     variants = [by_slug.get(v.lower(), v) for v in variants] if variants else list(VARIANTS)
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
@@ -126,9 +113,9 @@ def run_ablation(config_path: str, *, out: str, repeats: int, variants: list[str
     runs: list[RunScores] = []
     for repeat in range(repeats):
         for name in variants:
-            run_dir = root / f"{_slug(name)}-{repeat}"
+            run_dir = root / f"{slug(name)}-{repeat}"
             if not (run_dir / layout.SUMMARY).is_file():
-                own = root / f"{_slug(name)}-{repeat}.yaml"
+                own = root / f"{slug(name)}-{repeat}.yaml"
                 own.write_text(yaml.safe_dump(variant_config(config, Path(config_path), name, repeat)
                                               .model_dump(mode="json", exclude_defaults=True), sort_keys=False),
                                encoding="utf-8")

@@ -10,6 +10,8 @@ import html
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mstar_ray.inspect.figures import plural, shortened
+
 # A report of a long run stays readable and small: the returned program's ancestry always, then the best of
 # the rest (with their ancestors, so the tree stays connected), up to this many diffs and tree entries.
 MAX_DIFFS = 200
@@ -33,7 +35,12 @@ def _label(node: Node, returned: str) -> str:
     mark = " <b>returned</b>" if node.id == returned else ""
     status = "" if node.status == "evaluated" else f" <i>({html.escape(node.status)})</i>"
     return (f"<a href='#c-{node.id}'><code>{node.id}</code></a> {score} {html.escape(node.origin)}{status}{mark}"
-            f" <span class='msg'>{html.escape(node.commit_message[:120])}</span>")
+            f" {_message(node.commit_message, 120)}")
+
+
+def _message(text: str, limit: int) -> str:
+    """A commit message cut at a word with an ellipsis, the whole of it on hover (escaped in both places)."""
+    return f"<span class='msg' title='{html.escape(text, quote=True)}'>{html.escape(shortened(text, limit))}</span>"
 
 
 def ancestry(node_id: str, nodes: dict[str, Node]) -> list[str]:
@@ -88,25 +95,32 @@ def lineage_tree(nodes: dict[str, Node], returned: str) -> str:
             parts.append(f"<li>{label}</li>")
         else:
             opened = " open" if node.id in on_path else ""
-            parts.append(f"<li><details{opened}><summary>{label} · {len(below)} children</summary><ul class='tree'>")
+            parts.append(f"<li><details{opened}><summary>{label} · {plural(len(below), 'child', 'children')}</summary><ul class='tree'>")
             stack.append("</ul></details></li>")
             stack.extend((n, False) for n in reversed(below))
     parts.append("</ul>")
     omitted = len(nodes) - len(kept)
-    note = (f"<p>{omitted} more programs not shown (the returned line and the best {len(kept)} with their "
+    note = (f"<p>{plural(omitted, 'more program', 'more programs')} not shown (the returned line and the best {len(kept)} with their "
             "ancestors are)</p>" if omitted else "")
     return ("<p>each program under its parent, children by static score (&#8627;: the only child of the line above); "
             "the returned program's line of descent is unfolded</p>" + "".join(parts) + note)
 
 
-def diff_html(before: str, after: str, before_name: str, after_name: str) -> str:
-    """A unified diff, each line escaped and marked as added, removed or a hunk header."""
+def diff_lines(before: str, after: str, before_name: str, after_name: str) -> list[tuple[str, str]]:
+    """A unified diff as (kind, line): add, del, hunk (a hunk header) or ctx; the text as it is (not escaped)."""
     lines = []
     for line in difflib.unified_diff(before.splitlines(), after.splitlines(), before_name, after_name, lineterm=""):
         kind = ("add" if line.startswith("+") and not line.startswith("+++") else
                 "del" if line.startswith("-") and not line.startswith("---") else
                 "hunk" if line.startswith("@@") else "ctx")
-        lines.append(f"<span class='{kind}'>{html.escape(line)}</span>")
+        lines.append((kind, line))
+    return lines
+
+
+def diff_html(before: str, after: str, before_name: str, after_name: str) -> str:
+    """A unified diff, each line escaped and marked as added, removed or a hunk header."""
+    lines = [f"<span class='{kind}'>{html.escape(line)}</span>"
+             for kind, line in diff_lines(before, after, before_name, after_name)]
     if not lines:
         return "<p>(no textual change)</p>"
     return "<pre class='diff'>" + "".join(lines) + "</pre>"  # each line a block: no newline between them
@@ -132,9 +146,9 @@ def diffs_section(nodes: dict[str, Node], returned: str, source: Callable[[str],
         parts.append(
             f"<details id='c-{node.id}' class='change'{opened}><summary><code>{node.id}</code> {score} from "
             f"<code>{html.escape(node.parent or '')}</code>{' · on the returned line' if node.id in path else ''}"
-            f" <span class='msg'>{html.escape(node.commit_message[:100])}</span></summary><div class='change-body'><div class='msg'><b>commit message</b><br>"
+            f" {_message(node.commit_message, 100)}</summary><div class='change-body'><div class='msg'><b>commit message</b><br>"
             f"{html.escape(node.commit_message)}</div>{body}</div></details>")
-    note = (f"<p>{omitted} more changes not shown (the best {MAX_DIFFS} and the returned line are); the run "
+    note = (f"<p>{plural(omitted, 'more change', 'more changes')} not shown (the best {MAX_DIFFS} and the returned line are); the run "
             "directory's programs/ holds every source</p>" if omitted else "")
     return ("<p>every child against its parent; the returned program's line of descent first, unfolded</p>"
             + "".join(parts) + note)

@@ -21,14 +21,17 @@ matplotlib.use("Agg")  # no display: figures are only ever rendered to PNG
 import matplotlib.pyplot as plt  # noqa: E402
 
 from mstar_ray.exit_codes import InputError  # noqa: E402
+from mstar_ray.inspect.figures import cache_text, plural, shortened  # noqa: E402
+from mstar_ray.inspect.page import inline_views  # noqa: E402
+from mstar_ray.inspect.snapshot import run_snapshot  # noqa: E402
 from mstar_ray.inspect.code_view import STYLE, Node, diffs_section, lineage_tree, source_html  # noqa: E402
-from mstar_ray.inspect.status import chosen, metrics, tested  # noqa: E402
+from mstar_ray.inspect.status import chosen, metrics, run_config_of, tested  # noqa: E402
 from mstar_ray.run_config import load_run_config  # noqa: E402
 from mstar_ray.runlog import layout  # noqa: E402
 from mstar_ray.runlog.reader import read_rows  # noqa: E402
 from mstar_ray.runlog.sources import load_source  # noqa: E402
 from mstar_ray.runlog.transfer import TransferMatrix  # noqa: E402
-from mstar_ray.search.pareto import ParetoParents  # noqa: E402
+from mstar_ray.search.pareto import TIE, ParetoParents  # noqa: E402
 from mstar_ray.search.population import Population  # noqa: E402
 from mstar_ray.search.split import Split  # noqa: E402
 from mstar_ray.state.reflector_yield import model_arms, yield_lines  # noqa: E402
@@ -42,29 +45,6 @@ def _png(fig) -> str:
     fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     return '<img src="data:image/png;base64,' + base64.b64encode(buffer.getvalue()).decode() + '">'
-
-
-def _scores_plot(rows) -> str:
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    xs = list(range(1, len(rows) + 1))
-    scores = [r.static_score or 0.0 for r in rows]
-    best, running = [], 0.0
-    for row in rows:  # the incumbent's score: it changes only when a program beats it beyond the noise
-        if row.verdict == "replaces":
-            running = row.static_score or 0.0
-        best.append(running)
-    colours = ["tab:green" if r.origin == "seed" else "tab:red" if r.status == "violation" else "tab:blue" for r in rows]
-    spread = [(i, r) for i, r in zip(xs, rows) if r.static_low is not None and r.static_high is not None]
-    if spread:
-        ax.errorbar([i for i, _ in spread], [r.static_score for _, r in spread],
-                    yerr=[[r.static_score - r.static_low for _, r in spread], [r.static_high - r.static_score for _, r in spread]],
-                    fmt="none", ecolor="lightgrey", elinewidth=1, label="95% bootstrap interval")
-    ax.scatter(xs, scores, c=colours, s=18, label="candidates (green: seeds, red: violations)", zorder=3)
-    ax.step(xs, best, where="post", color="black", label="best so far (replaced only beyond the noise)")
-    ax.set_xlabel("candidates evaluated")
-    ax.set_ylabel("static score")
-    ax.legend(fontsize=8)
-    return _png(fig)
 
 
 def _time_cost_plot(rows, calls) -> str:
@@ -84,24 +64,9 @@ def _time_cost_plot(rows, calls) -> str:
     return _png(fig)
 
 
-def _lineage_plot(rows) -> str:
-    fig, ax = plt.subplots(figsize=(7, 4))
-    position = {r.id: (i, r.static_score or 0.0) for i, r in enumerate(rows, 1)}
-    for r in rows:
-        if r.parent in position:
-            (x0, y0), (x1, y1) = position[r.parent], position[r.id]
-            ax.plot([x0, x1], [y0, y1], color="grey", linewidth=0.7)
-    for r in rows:
-        x, y = position[r.id]
-        ax.scatter([x], [y], color="tab:green" if r.origin == "seed" else "tab:blue", s=20, zorder=3)
-    ax.set_xlabel("candidate (order evaluated)")
-    ax.set_ylabel("static score")
-    ax.set_title("lineage: each line joins a parent to its child", fontsize=9)
-    return _png(fig)
-
-
 def _category_plot(best, seeds) -> str:
-    members = [("best", best), *[(f"seed {s.commit_message.removeprefix('seed ')}", s) for s in seeds]]
+    members = [("returned", best), *[(f"seed {s.commit_message.removeprefix('seed ')}", s) for s in seeds
+                                     if s.id != best.id]]
     categories = sorted({c for _, m in members for c in m.category_scores})
     fig, ax = plt.subplots(figsize=(7, 3.5))
     width = 0.8 / max(1, len(members))
@@ -116,23 +81,25 @@ def _category_plot(best, seeds) -> str:
 
 def _stages_plot(best, seeds) -> str | None:
     """Attributed failures per category, stacked by stage, for the best and each seed; None if not attributed."""
-    members = [(label, m) for label, m in [("best", best), *[(f"seed {s.commit_message.removeprefix('seed ')}", s)
-                                                              for s in seeds]] if m.stage_counts]
+    members = [(label, m) for label, m in [("returned", best), *[(f"seed {s.commit_message.removeprefix('seed ')}", s)
+                                                                  for s in seeds if s.id != best.id]] if m.stage_counts]
     if not members:
         return None
     categories = sorted({c for _, m in members for c in m.stage_counts})
     fig, axes = plt.subplots(1, len(members), figsize=(2.6 * len(members) + 1, 3.2), sharey=True, squeeze=False)
     colours = {"answering": "tab:blue", "retrieval": "tab:orange", "storage": "tab:red", "not_written": "lightgrey"}
+    names = {"not_written": "evidence never written"}
     for ax, (label, member) in zip(axes[0], members):
         bottom = [0] * len(categories)
         for stage, colour in colours.items():
             heights = [member.stage_counts.get(c, {}).get(stage, 0) for c in categories]
-            ax.bar(range(len(categories)), heights, bottom=bottom, color=colour, label=stage)
+            ax.bar(range(len(categories)), heights, bottom=bottom, color=colour, label=names.get(stage, stage))
             bottom = [b + h for b, h in zip(bottom, heights)]
         ax.set_xticks(range(len(categories)), categories, rotation=30, fontsize=7)
         ax.set_title(label, fontsize=8)
     axes[0][0].set_ylabel("failed items")
-    axes[0][-1].legend(fontsize=7)
+    fig.legend(*axes[0][0].get_legend_handles_labels(), fontsize=7, loc="upper center", ncols=4,
+               bbox_to_anchor=(0.5, -0.12), frameon=False)  # below the bars and their labels, never over one
     return _png(fig)
 
 
@@ -162,7 +129,7 @@ def _population_map(run_dir: Path, members) -> PopulationMap | None:
     return map_population(members, index, seed=config.search.seed)
 
 
-def _map_section(found: PopulationMap | None, rows) -> str:
+def _map_section(found: PopulationMap | None, rows, returned: str) -> str:
     if found is None:
         return "<p>(no program could be placed)</p>"
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -177,6 +144,10 @@ def _map_section(found: PopulationMap | None, rows) -> str:
         medoid = found.ids.index(found.medoids[cluster])
         ax.annotate(str(cluster + 1), (xs[medoid], ys[medoid]), fontsize=9, weight="bold",
                     xytext=(4, 4), textcoords="offset points")
+    if returned in found.ids:
+        at = found.ids.index(returned)
+        ax.scatter([xs[at]], [ys[at]], marker="*", s=260, facecolors="none", edgecolors="tab:orange", linewidths=1.8,
+                   label="returned", zorder=4)
     fig.colorbar(points, ax=ax, label="static score")
     ax.set_title(f"classical MDS of tree edit distances ({found.level} level); marker: cluster", fontsize=9)
     ax.legend(fontsize=7)
@@ -206,6 +177,7 @@ def _pareto_section(config, split: Split, population: Population) -> str:
     parents = ParetoParents(split.static, rule.objectives, rule.cost)
     front = sorted(parents.front(population), key=lambda entry: -entry.member.score)
     by_category = ParetoParents(split.static, "categories")
+    by_category.values(members[0])  # the categories are fixed by the first member placed
     categories = by_category.names
     used = ("the run drew its parents from it" if config.search.parent_selection == "pareto"
             else f"the run chose parents by {config.search.parent_selection}; shown for comparison")
@@ -215,14 +187,26 @@ def _pareto_section(config, split: Split, population: Population) -> str:
             f"({used}); best on: the objectives on which each has the population's best value, its weight</p>",
             f"<table><tr><th>program</th><th>static</th>{head}<th>best on</th><th>tokens</th><th>change</th></tr>"]
     best = {c: max(by_category.values(m)[i] for m in members) for i, c in enumerate(categories)}
+    tops = [max(values) for values in zip(*(entry.values for entry in front))] if front else []
     for entry in front:
         m = entry.member
         cells = "".join(f"<td>{'<b>' if v >= best[c] - 1e-12 else ''}{v:.3f}</td>"
                         for c, v in zip(categories, by_category.values(m)))
-        rows.append(f"<tr><td><code>{m.id}</code></td><td>{m.score:.3f}</td>{cells}<td>{entry.best_on}</td>"
-                    f"<td>{m.tokens}</td><td>{html.escape(m.commit_message[:80])}</td></tr>")
-    rows.append("</table><p>bold: the population's best on that category's static questions</p>")
+        rows.append(f"<tr><td><code>{m.id}</code></td><td>{m.score:.3f}</td>{cells}"
+                    f"<td>{_best_on(parents.names, entry.values, tops)}</td><td>{m.tokens}</td>"
+                    f"<td class='msg' title='{html.escape(m.commit_message, quote=True)}'>"
+                    f"{html.escape(shortened(m.commit_message, 120))}</td></tr>")
+    rows.append("</table><p>bold: the population's best mean score on that category's static questions (a category "
+                "column)</p>")
     return "".join(rows)
+
+
+def _best_on(names: list[str], values: tuple[float, ...], tops: list[float]) -> str:
+    """The objectives on which a front member holds the population's best value, named (its weight is their
+    count); a long list of questions is cut to its first few."""
+    won = [name for name, value, top in zip(names, values, tops) if value >= top - TIE]
+    shown = ", ".join(html.escape(name) for name in won[:6]) + (", …" if len(won) > 6 else "")
+    return f"{len(won)} of {len(names)}: {shown}" if won else f"0 of {len(names)}"
 
 
 def _transfer_section(run_dir: Path) -> str | None:
@@ -245,12 +229,6 @@ def _transfer_section(run_dir: Path) -> str | None:
     return _png(fig) + f"<pre>{html.escape(matrix.text())}</pre>"
 
 
-def _interval(row) -> str:
-    if row.static_low is None or row.static_high is None:
-        return f"{row.static_score:.3f}"
-    return f"{row.static_score:.3f} [{row.static_low:.3f}, {row.static_high:.3f}]"
-
-
 def _seed_of(member_id: str, by_id: dict) -> str | None:
     current = by_id.get(member_id)
     while current is not None and current.parent is not None:
@@ -259,6 +237,7 @@ def _seed_of(member_id: str, by_id: dict) -> str | None:
 
 
 def build_report(run_dir: Path) -> str:
+    run_config_of(run_dir)  # "not a run directory" before anything else is read
     all_rows = read_rows(run_dir, "candidates")
     screened = [r for r in all_rows if r.status == "screened_out"]  # no full evaluation: no static score to plot
     rows = [r for r in all_rows if r.status not in ("duplicate", "screened_out")]
@@ -289,10 +268,15 @@ def build_report(run_dir: Path) -> str:
 
     summary_path = run_dir / layout.SUMMARY
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
-    facts = [f"{len(rows)} candidates evaluated ({len(seed_rows)} seeds), {state.discarded} discarded, {state.violations} violations",
-             f"best static score {_interval(best_row)} ({html.escape(best_row.origin)}: {html.escape(best_row.commit_message)})",
-             f"cost ${sum(c.cost_usd for c in calls):.4f}; {sum(c.cache_hit for c in calls)} of {len(calls)} LLM requests from the cache",
-             f"{duplicates} children not evaluated again (identical or structurally identical to a program already queued)",
+    snap = run_snapshot(run_dir)
+    returned, spent = snap["returned"], snap["cost"]
+    facts = [f"{plural(len(rows), 'candidate')} evaluated ({plural(len(seed_rows), 'seed')}), {state.discarded} discarded, "
+             f"{plural(state.violations, 'violation')}",
+             f"{'returned' if returned['final'] else 'best so far'} <code>{best_id}</code>, static score "
+             f"{returned['score_text']} ({html.escape(best_row.origin)}: {html.escape(best_row.commit_message)})",
+             f"cost ${spent['usd']:.4f}; {cache_text(spent['cache_hits'], spent['requests'])}",
+             f"{plural(duplicates, 'child', 'children')} not evaluated again (identical or structurally identical to a "
+             "program already queued)",
              *(f"scored by {html.escape(metric)}" for metric in metrics(run_dir))]
     if state.reflector_models:  # an ensemble of reflector models: spend and yield per model
         arms = model_arms(state, state.reflector_usage, [c.model for c in config.llm.reflectors()])
@@ -314,14 +298,14 @@ def build_report(run_dir: Path) -> str:
         facts.append(f"test: {html.escape(tested(summary, ', '))}; stopped: {html.escape(summary['stop_reason'])}")
         if summary.get("selection"):
             facts.append(f"chosen by {summary['selection']['rule']}: {html.escape(summary['selection']['how'])}")
+    head, views = inline_views(snap, ["scores", "lineage"])
     sections = [
-        ("Scores", _scores_plot(rows)),
+        ("", views),
         ("Wall time and cost", _time_cost_plot(rows, calls)),
-        ("Lineage", _lineage_plot(evaluated)),
-        ("Per category: the best against the seeds", _category_plot(best_row, seed_rows)),
+        ("Per category: the returned program against the seeds", _category_plot(best_row, seed_rows)),
         ("Worker utilisation", _utilisation_plot(rows + screened)),
         ("Pareto front", _pareto_section(config, split, state.population)),
-        ("Structural clusters", _map_section(_population_map(run_dir, state.members), rows)),
+        ("Structural clusters", _map_section(_population_map(run_dir, state.members), rows, best_id)),
         ("The best program's diff from its seed", f"<pre>{html.escape(diff)}</pre>"),
         ("Lineage tree", lineage_tree(nodes, best_id)),
         ("Changes: each candidate against its parent", diffs_section(nodes, best_id, source)),
@@ -333,11 +317,11 @@ def build_report(run_dir: Path) -> str:
     transfer = _transfer_section(run_dir)
     if transfer is not None:
         sections.append(("Transfer to other tasks (mstar-ray transfer)", transfer))
-    body = "".join(f"<h2>{title}</h2>{content}" for title, content in sections)
+    body = "".join((f"<h2>{title}</h2>" if title else "") + content for title, content in sections)
     items = "".join(f"<li>{fact}</li>" for fact in facts)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>mstar-ray run {html.escape(run_dir.name)}</title>"
             "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}pre{background:#f6f6f6;padding:1em;"
             "overflow-x:auto;font-size:80%}img{max-width:100%}td,th{padding:0 .6em;text-align:left}" + STYLE +
-            "</style></head><body>"
+            "</style>" + head + "</head><body>"
             f"<h1>Run {html.escape(str(run_dir))}</h1><p>written {datetime.now().isoformat(timespec='seconds')}</p>"
             f"<ul>{items}</ul>{body}</body></html>")

@@ -8,7 +8,8 @@ import json
 import os
 from pathlib import Path
 
-from mstar_ray.exit_codes import InputError, MissingInput
+from mstar_ray.exit_codes import InputError
+from mstar_ray.inspect.figures import cache_text, plural, score_text, shortened
 from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog import layout
 from mstar_ray.runlog.live import InFlight
@@ -21,6 +22,7 @@ from mstar_ray.serve.replicas import ReplicaRecord
 from mstar_ray.state.reflector_yield import model_arms, yield_lines
 from mstar_ray.state.replay import restore
 from mstar_ray.state.search_state import SearchState
+from mstar_ray.terminal import printable
 
 
 def driver_alive(run_dir: Path) -> bool:
@@ -38,9 +40,8 @@ def driver_alive(run_dir: Path) -> bool:
     return False
 
 
-def _config(run_dir: Path) -> RunConfig:
-    if not (run_dir / layout.CONFIG).is_file():
-        raise MissingInput(f"{run_dir} is not a run directory: no {layout.CONFIG}")
+def run_config_of(run_dir: Path) -> RunConfig:
+    layout.require_run_dir(run_dir)
     import yaml
 
     return RunConfig.model_validate(yaml.safe_load((run_dir / layout.CONFIG).read_text()))
@@ -52,14 +53,15 @@ def tested(summary: dict, separator: str) -> str:
     def one(member: dict) -> str:
         categories = member.get("test_categories") or {}
         shown = ", ".join(f"{c} {score:.3f}" for c, score in sorted(categories.items()))
-        return f"{member.get('test_score')}" + (f" ({shown})" if len(categories) > 1 else "")
+        return score_text(member.get("test_score"), member.get("test_interval")) + (f" ({shown})" if len(categories) > 1
+                                                                                     else "")
     return f"best {one(summary['best'])}{separator}best seed {one(summary['best_seed'])}"
 
 
 def chosen(run_dir: Path, state: SearchState) -> tuple[Member, Incumbent]:
     """The program the run returns (summary.json's once finished, else the incumbent so far) and the
     incumbent replayed from the logs, which gives every static score's interval."""
-    config = _config(run_dir)
+    config = run_config_of(run_dir)
     split = Split.model_validate_json((run_dir / layout.SPLIT).read_text())
     incumbent = replay(state.members, split.static, seed=config.search.seed)
     summary_path = run_dir / layout.SUMMARY
@@ -78,8 +80,13 @@ def metrics(run_dir: Path) -> list[str]:
 
 
 def _scored(member: Member, incumbent: Incumbent) -> str:
-    low, high = incumbent.interval(member)
-    return f"{member.score:.3f} [{low:.3f}, {high:.3f}]"
+    return score_text(member.score, incumbent.interval(member))
+
+
+def described(member: Member) -> str:
+    """Where a program came from and what it changed: a seed's message names it already."""
+    message = printable(shortened(member.commit_message, 160), lines=False)
+    return message if member.origin == "seed" else f"{member.origin}: {message}"
 
 
 def _live_lines(run_dir: Path) -> list[str]:
@@ -127,24 +134,26 @@ def _serving_lines(run_dir: Path, calls) -> list[str]:
 
 
 def status_text(run_dir: Path) -> str:
-    config = _config(run_dir)
+    config = run_config_of(run_dir)
     state = restore(run_dir)
     summary_path = run_dir / layout.SUMMARY
     alive = driver_alive(run_dir)
-    phase = "running" if alive else "finished" if summary_path.exists() else "interrupted (resume with --resume)"
+    phase = ("running" if alive else "finished" if summary_path.exists()
+             else f"interrupted; resume it with mstar-ray run --resume {run_dir}")
     target = config.search.max_candidates
     lines = [f"run       {run_dir} ({phase})",
              f"task      {config.task.name} · reflector {config.search.reflector} · R={config.search.reflections_in_flight} "
              f"E={config.search.evaluations_in_flight}",
              *(f"scored by {metric}" for metric in metrics(run_dir)),
              f"progress  {state.evaluated}{f'/{target}' if target else ''} candidates evaluated · {state.discarded} "
-             f"discarded · {state.violations} violations · {state.duplicates} duplicates · {state.iterations} "
-             "reflections started"]
+             f"discarded · {plural(state.violations, 'violation')} · {plural(state.duplicates, 'duplicate')} · "
+             f"{plural(state.iterations, 'reflection')} started"]
     if config.search.cascade is not None:
         lines.append(f"cascade   {state.screened_out} of {state.evaluated} children screened out after the slice "
                      f"(rule {config.search.cascade.rule}); {len(state.screen_scores)} programs screened")
     if alive or not summary_path.exists():
-        lines.append(f"in flight {len(state.queue)} candidates queued or evaluating · {len(state.reflections)} reflections")
+        lines.append(f"in flight {plural(len(state.queue), 'candidate')} queued or evaluating · "
+                     f"{plural(len(state.reflections), 'reflection')}")
     if alive:
         lines += _live_lines(run_dir)
     memory = _memory_line(run_dir) if (run_dir / layout.SPLIT).exists() else None
@@ -153,13 +162,14 @@ def status_text(run_dir: Path) -> str:
     if state.members:
         best, incumbent = chosen(run_dir, state)
         seeds = [m for m in state.members if m.origin == "seed"]
-        lines.append(f"best      {_scored(best, incumbent)} {best.id} ({best.origin}: {best.commit_message[:80]})")
+        lines.append(f"{'returned' if summary_path.exists() else 'best':<10}{_scored(best, incumbent)} {best.id} "
+                     f"({described(best)})")
         top = max(state.members, key=lambda m: m.score)
         if top.score > best.score:
             lines.append(f"highest   {_scored(top, incumbent)} {top.id}: not better than the best beyond the noise")
         if seeds:
             seed = max(seeds, key=lambda m: m.score)
-            lines.append(f"seeds     best {_scored(seed, incumbent)} ({seed.commit_message})")
+            lines.append(f"seeds     best {_scored(seed, incumbent)} {seed.id} ({described(seed)})")
         for label, member in (("best", best), *((("best seed", seed),) if seeds and seed.id != best.id else ())):
             stages = stage_totals(member.results)
             if stages:
@@ -168,10 +178,10 @@ def status_text(run_dir: Path) -> str:
     calls = read_rows(run_dir, "llm_calls")
     cost = sum(u.cost_usd for u in state.usage.values())
     tokens = sum(u.prompt_tokens + u.completion_tokens for u in state.usage.values())
-    hits = sum(c.cache_hit for c in calls)
-    rate = f", cache {hits / len(calls):.0%} of {len(calls)} requests" if calls else ""
+    rows = read_rows(run_dir, "candidates")
+    cached = cache_text(sum(r.cache_hits for r in rows), sum(r.requests for r in rows))
     oracle = [c for c in calls if c.step.startswith("oracle_") and not c.cache_hit]
-    lines.append(f"cost      ${cost:.4f}, {tokens} tokens{rate}"
+    lines.append(f"cost      ${cost:.4f}, {plural(tokens, 'token')}; {cached}"
                  + (f"; attribution's oracle reads ${sum(c.cost_usd for c in oracle):.4f} in {len(oracle)} requests"
                     if oracle else ""))
     if state.reflector_models:  # an ensemble of reflector models: what each spent and what its children brought
@@ -188,6 +198,7 @@ def status_text(run_dir: Path) -> str:
 
 def best_source(run_dir: Path) -> tuple[str, str, float]:
     """(id, source, static score) of the program the run returns (so far)."""
+    run_config_of(run_dir)
     state = restore(run_dir)
     if not state.members:
         raise InputError(f"{run_dir}: no program has been evaluated yet")

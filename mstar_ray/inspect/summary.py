@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mstar_ray.inspect.figures import plural, score_text
 from mstar_ray.runlog import layout
 
 
@@ -26,15 +27,9 @@ def printable(text: str | None) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def _score(value: float | None, interval: list[float] | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.3f}" + (f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "")
-
-
 def _member_line(label: str, member: dict) -> str:
-    return (f"  {label:<11}{member['id']:<18}{_score(member['static_score'], member.get('static_interval')):<24}"
-            f"{_score(member.get('test_score'), member.get('test_interval'))}")
+    return (f"  {label:<11}{member['id']:<18}{score_text(member['static_score'], member.get('static_interval')):<24}"
+            f"{score_text(member.get('test_score'), member.get('test_interval'))}")
 
 
 def run_summary_text(run_dir: Path, summary: dict | None = None) -> str:
@@ -63,7 +58,8 @@ def run_summary_text(run_dir: Path, summary: dict | None = None) -> str:
     lines += [
         "",
         f"search    {s['candidates_evaluated']} candidates evaluated · {s['discarded']} discarded · "
-        f"{s['violations']} violations · {s.get('duplicates', 0)} duplicates · {s.get('screened_out', 0)} screened out",
+        f"{plural(s['violations'], 'violation')} · {plural(s.get('duplicates', 0), 'duplicate')} · "
+        f"{s.get('screened_out', 0)} screened out",
         f"stopped   {s['stop_reason']}",
         f"cost      ${s.get('cost_usd', 0.0):.4f}, {s.get('tokens', 0)} tokens · wall time {s['wall_seconds']:.1f} s",
         f"program   {run_dir / layout.BEST}",

@@ -46,6 +46,15 @@ LIVE = "live.json"
 LOG_SUFFIX = ".arrows"
 
 
+def require_run_dir(run_dir: str | Path) -> Path:
+    """``run_dir`` if a run was started there (its config is written first); else the user's error, said so."""
+    from mstar_ray.exit_codes import MissingInput
+
+    if not (Path(run_dir) / CONFIG).is_file():
+        raise MissingInput(f"{run_dir} is not a run directory: no {CONFIG}")
+    return Path(run_dir)
+
+
 def log_path(run_dir: str | Path, table: str) -> Path:
     return Path(run_dir) / f"{table}{LOG_SUFFIX}"
 
