@@ -94,9 +94,13 @@ class LLMSettings(BaseModel):
         return {role: getattr(self, role).served for role in ROLES
                 if getattr(self, role) is not None and getattr(self, role).served is not None}
 
-    def at_served(self, urls: dict[str, str]) -> LLMSettings:
-        """These settings with every served role calling where its model was deployed (``urls`` by name)."""
-        return self.model_copy(update={role: getattr(self, role).at(urls[name]) for role, name in self.served().items()})
+    def at_served(self, urls: dict[str, str], parallel: dict[str, int] | None = None) -> LLMSettings:
+        """These settings with every served role calling where its model was deployed (``urls`` by name), with
+        as many requests at once as its replicas take together (``parallel`` by name, where known) unless the
+        role's config sets its own limit."""
+        parallel = parallel or {}
+        return self.model_copy(update={role: getattr(self, role).at(urls[name], parallel.get(name))
+                                       for role, name in self.served().items()})
 
     def limits(self) -> dict[str, EndpointLimit]:
         """One limit per endpoint (server and model), the strictest any role (or the embeddings) asks for."""
