@@ -296,7 +296,8 @@ def main() -> None:
                           f"{(serial / row['ours']) if serial else float('nan'):11.1f}x")
                 reference = reference_rate(server.base_url, task, candidates(len(SEEDS)))
                 if not ray.is_initialized():
-                    ray.init(num_cpus=2, log_to_driver=False)
+                    # a Ray of its own: other runs on the machine (a shared host) are not ours to join
+                    ray.init(address="local", num_cpus=2, log_to_driver=False)
                 print(f"reference shape: {reference:.2f} candidates/min (one cycle of the mix, one process)")
                 print(f"{'E':>4}{'candidates':>11}{'wall s':>8}{'cand/min':>10}{'vs reference':>14}{'peak in flight':>16}")
                 for e in args.evaluators:

@@ -26,7 +26,7 @@ class ScriptedServer:
     ``tools`` are kept in ``tools``)."""
 
     def __init__(self, *, latency_s: float = 0.0, reply: str = '{"answer": "ok"}', reply_for=None, latency_for=None,
-                 context_chars: int | None = None):
+                 context_chars: int | None = None, get_json: dict[str, object] | None = None):
         self.latency_s = latency_s
         self.reply = reply
         self.reply_for = reply_for
@@ -34,6 +34,9 @@ class ScriptedServer:
         # A chat request whose messages hold more characters is refused as llama.cpp refuses a prompt beyond its
         # context: HTTP 400.
         self.context_chars = context_chars
+        # What a GET of each path answers (e.g. llama.cpp's "/props"); any other GET gets the model list.
+        self.get_json = dict(get_json or {})
+        self.gets: list[str] = []  # the path of every GET
         self.failures: deque[tuple[int, dict[str, str]]] = deque()  # served first, one per request
         self.replies: deque[str] = deque()  # chat replies in order; then ``reply`` for ever
         self.prompts: list[list[dict]] = []  # the messages of every chat request
@@ -83,6 +86,11 @@ class ScriptedServer:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:  # noqa: N802
+                with server._lock:
+                    server.gets.append(self.path)
+                if self.path in server.get_json:
+                    self._send(200, server.get_json[self.path])
+                    return
                 self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
 
             def do_POST(self) -> None:  # noqa: N802

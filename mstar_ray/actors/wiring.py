@@ -14,6 +14,7 @@ from mstar_ray.agent.backend import AgentBackend
 from mstar_ray.embedding.cached import CachedEmbedder
 from mstar_ray.embedding.embedder import Embedder
 from mstar_ray.llm.cache import CacheStore, MemoryCache
+from mstar_ray.llm.endpoint import EndpointConfig
 from mstar_ray.llm.governor import Gateway, Governor
 from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings
 from mstar_ray.llm.usage import CallLog
@@ -47,13 +48,16 @@ def _stderr(message: str) -> None:
 def probe_endpoints(settings: LLMSettings, say: Callable[[str], None] = _stderr) -> LLMSettings:
     """Fail before any evaluation when a configured endpoint is unreachable, refuses its key or stays busy
     (``mstar_ray.llm.probe``); the error names the role, the URL and the key variable. Returns the settings
-    with each role's request timeout chosen from its endpoint's measured speed where the config sets none,
-    and says what was chosen."""
+    with each role's request timeout chosen from its endpoint's measured speed, and its in-flight limit from
+    what the server says it serves at once (``mstar_ray.llm.parallelism``), where the config sets none; says
+    what was chosen, and how to change it."""
     from mstar_ray.llm.endpoint import ChatEndpoint
+    from mstar_ray.llm.parallelism import Parallelism, learn as learn_parallelism
     from mstar_ray.llm.probe import Speed, measure_speed, timeout_for, wait_until_ready
 
     ready: set[str] = set()
     speeds: dict[str, Speed | None] = {}  # by endpoint: measured once, for every role that needs it
+    learned: dict[str, Parallelism] = {}  # likewise
     chosen = {}
     for role, config in settings.endpoints().items():
         if role == "toolkit" and settings.toolkit is None:
@@ -63,6 +67,10 @@ def probe_endpoints(settings: LLMSettings, say: Callable[[str], None] = _stderr)
         if key not in ready:
             wait_until_ready(endpoint, say)
             ready.add(key)
+        if not config.concurrency_set:
+            learned[key] = learned.get(key) or learn_parallelism(config)
+            config = chosen[role] = config.with_in_flight(learned[key].limit, learned[key].source)
+        say(in_flight_line(role, config))
         if config.timeout_s is not None:
             say(f"{endpoint.where()}: timeout {config.timeout_s:g} s per request (from the config)")
             continue
@@ -77,6 +85,13 @@ def probe_endpoints(settings: LLMSettings, say: Callable[[str], None] = _stderr)
     if settings.embedding.kind == "openai":
         make_embedder(settings.embedding).probe()
     return settings.with_endpoints(chosen)
+
+
+def in_flight_line(role: str, config: EndpointConfig) -> str:
+    """The in-flight limit a role's endpoint runs with, why, and the key that changes it."""
+    limit = "no limit" if config.max_concurrency is None else f"at most {config.max_concurrency} request(s) at once"
+    why = config.in_flight_source or "the default"
+    return (f"role {role!r}: {config.base_url}: {limit} ({why}); set llm.{role}.max_concurrency to change it")
 
 
 class RoleClients:

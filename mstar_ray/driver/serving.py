@@ -33,7 +33,7 @@ class RunServing:
             self.say(f"serve: {change.detail}")
         for name, url in self.serving.urls.items():
             self.say(f"serve: {name} at {url}")
-        return self.config.llm.at_served(self.serving.urls)
+        return self.config.llm.at_served(self.serving.urls, self.config.serve.parallel())
 
     def held(self) -> dict[str, float]:
         """What the healthy replicas hold of the cluster (the evaluators get what is left)."""

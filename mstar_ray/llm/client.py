@@ -21,6 +21,7 @@ from mstar_ray.llm.errors import EndpointError, RequestRefused
 from mstar_ray.llm.governor import Gateway, Governor, admitted
 from mstar_ray.llm.retry import RetryPolicy
 from mstar_ray.llm.usage import CallLog, StepUsage
+from mstar_ray.llm.waiting import queued
 
 log = logging.getLogger("mstar_ray.llm")
 
@@ -109,7 +110,8 @@ class LLMClient:
                 return found.value
             if found.mine:
                 return None
-            self._sleep(pause)
+            with queued():  # another caller's request, the same as this one, is under way
+                self._sleep(pause)
             pause = min(2 * pause, LOOK_EVERY_S)
 
     def _send_with_retries(self, body: dict, step: str) -> tuple[Completion, CallLog]:
@@ -148,7 +150,8 @@ class LLMClient:
             self.gateway.pause(endpoint_key, failure.retry_after)
         delay = self.retry.delay(attempt + 1, failure.retry_after, self._rng)
         log.warning("%s: %s; retry %d/%d in %.1f s", where, failure, attempt + 1, self.retry.max_retries, delay)
-        self._sleep(delay)
+        with queued():  # the endpoint's load, shared by every caller
+            self._sleep(delay)
 
     def _log(self, call: CallLog) -> None:
         with self._lock:

@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from mstar_ray.llm.errors import EndpointError
 from mstar_ray.llm.retry import parse_retry_after
@@ -53,9 +53,10 @@ class EndpointConfig(BaseModel):
     json_mode: bool = Field(True, description="send response_format=json_object for structured steps")
     max_concurrency: int | None = Field(
         DEFAULT_MAX_CONCURRENCY, gt=0, description="requests in flight at once to this endpoint, across the whole run "
-        "(every evaluator and reflector on every node); unset: 16, or 1 for a server on this machine (a loopback "
-        "base_url), since a llama.cpp server answers as many at once as it has slots (--parallel, 1 by default); "
-        "null: no limit")
+        "(every evaluator and reflector on every node); unset: what the server says it serves at once, learned at "
+        "start-up (a llama.cpp server's slots, a vLLM or SGLang server's batch, the replicas of a model the run "
+        "serves: mstar_ray.llm.parallelism), else 16, or 1 for a server on this machine that does not say; null: "
+        "no limit")
     requests_per_minute: int | None = Field(None, gt=0, description="requests started per minute, across the whole run")
 
     @model_validator(mode="before")
@@ -74,13 +75,46 @@ class EndpointConfig(BaseModel):
             raise ValueError("give base_url (an endpoint) or served (a model of the serve section)")
         if data.get("model") is None:
             raise ValueError("model is required with base_url")
-        if "max_concurrency" not in data and _on_this_machine(str(data["base_url"])):
-            return {**data, "max_concurrency": LOCAL_MAX_CONCURRENCY}
         return data
 
-    def at(self, base_url: str) -> EndpointConfig:
-        """This role's settings, calling ``base_url`` (where its served model was deployed)."""
-        return self.model_copy(update={"base_url": base_url, "served": None})
+    # Where the in-flight limit came from when the config did not set it (learned from the server, or the run's
+    # served replicas); None while nothing was learned.
+    _in_flight_source: str | None = PrivateAttr(None)
+
+    @model_validator(mode="after")
+    def _local_default(self) -> EndpointConfig:
+        # Set without marking the field as given: a value the user wrote is kept, a default may be learned.
+        if not self.concurrency_set and self.base_url is not None and on_this_machine(self.base_url):
+            object.__setattr__(self, "max_concurrency", LOCAL_MAX_CONCURRENCY)
+        return self
+
+    @property
+    def concurrency_set(self) -> bool:
+        """True when the config gave ``max_concurrency`` (or it was learned already): nothing overrides it then."""
+        return "max_concurrency" in self.model_fields_set
+
+    @property
+    def in_flight_source(self) -> str | None:
+        """Why ``max_concurrency`` is what it is, when it was learned or set; None for an unlearned default."""
+        if self._in_flight_source is not None:
+            return self._in_flight_source
+        return "set in the config" if self.concurrency_set else None
+
+    def with_in_flight(self, limit: int | None, source: str) -> EndpointConfig:
+        """This config with a learned in-flight limit, unless the config set one (the user's value is kept)."""
+        if self.concurrency_set:
+            return self
+        learned = self.model_copy(update={"max_concurrency": limit})
+        learned._in_flight_source = source
+        return learned
+
+    def at(self, base_url: str, parallel: int | None = None) -> EndpointConfig:
+        """This role's settings, calling ``base_url`` (where its served model was deployed), with ``parallel``
+        requests at once (what its replicas take together) unless the config set a limit."""
+        moved = self.model_copy(update={"base_url": base_url, "served": None})
+        if parallel is None:
+            return moved
+        return moved.with_in_flight(parallel, f"the run's served replicas take {parallel} at once")
 
     @property
     def request_timeout_s(self) -> float:
@@ -93,7 +127,7 @@ class EndpointConfig(BaseModel):
         return f"{where}#{self.model}"
 
 
-def _on_this_machine(base_url: str) -> bool:
+def on_this_machine(base_url: str) -> bool:
     host = base_url.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
     return host.startswith(_LOOPBACK)
 

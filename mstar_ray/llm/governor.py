@@ -18,6 +18,7 @@ from mstar_ray.llm.errors import BudgetExceeded
 from mstar_ray.llm.ledger import Budget, Ledger, Price, RoleUsage
 from mstar_ray.llm.limits import EndpointLimit, LimitTable
 from mstar_ray.llm.usage import CallLog
+from mstar_ray.llm.waiting import queued
 
 if TYPE_CHECKING:
     from mstar_ray.llm.settings import LLMSettings
@@ -62,14 +63,15 @@ class Gateway(Protocol):
 def admitted(gateway: Gateway, endpoint: str, where: str, sleep: Callable[[float], None] = time.sleep) -> str:
     """A lease for one request to ``endpoint`` (waiting while its limits say so), or ``BudgetExceeded``
     naming ``where`` once the run's budget is spent: how every paid call, chat or embedding, starts."""
-    while True:
-        admission = gateway.admit_waiting(endpoint, HOLD_S)
-        if admission.stop:
-            raise BudgetExceeded(f"{where}: {admission.stop}")
-        if admission.lease is not None:
-            return admission.lease
-        if not admission.busy:  # a rate limit or a pause: their wait is known
-            sleep(admission.wait_s)
+    with queued():  # behind the run's other requests: not the caller's own time (mstar_ray.llm.waiting)
+        while True:
+            admission = gateway.admit_waiting(endpoint, HOLD_S)
+            if admission.stop:
+                raise BudgetExceeded(f"{where}: {admission.stop}")
+            if admission.lease is not None:
+                return admission.lease
+            if not admission.busy:  # a rate limit or a pause: their wait is known
+                sleep(admission.wait_s)
 
 
 def governed_by(settings: LLMSettings) -> dict[str, Any]:

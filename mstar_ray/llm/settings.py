@@ -141,10 +141,14 @@ class LLMSettings(BaseModel):
         """The served model each endpoint names (``served: NAME``), by ``endpoints()``'s key as configured."""
         return {role: config.served for role, config in self._configured().items() if config.served is not None}
 
-    def at_served(self, urls: dict[str, str]) -> LLMSettings:
-        """These settings with every served role calling where its model was deployed (``urls`` by name)."""
+    def at_served(self, urls: dict[str, str], parallel: dict[str, int] | None = None) -> LLMSettings:
+        """These settings with every served role calling where its model was deployed (``urls`` by name), with
+        as many requests at once as its replicas take together (``parallel`` by name, where known) unless the
+        role's config sets its own limit."""
+        parallel = parallel or {}
         configured = self._configured()
-        return self.with_endpoints({role: configured[role].at(urls[name]) for role, name in self.served().items()})
+        return self.with_endpoints({role: configured[role].at(urls[name], parallel.get(name))
+                                    for role, name in self.served().items()})
 
     def limits(self) -> dict[str, EndpointLimit]:
         """One limit per endpoint (server and model), the strictest any role (or the embeddings) asks for."""

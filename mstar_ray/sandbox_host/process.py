@@ -37,6 +37,7 @@ from mstar_ray.sandbox_host.fork_server import (
 )
 from mstar_ray.sandbox_host.jail import Layer, SandboxStartError, SandboxUnavailable
 from mstar_ray.sandbox import wire
+from mstar_ray.llm.waiting import WaitClock, charged_to
 
 LLMHandler = Callable[[list[dict[str, str]]], str]
 EmbedHandler = Callable[[list[str]], list[list[float]]]
@@ -44,6 +45,7 @@ EmbedHandler = Callable[[list[str]], list[list[float]]]
 log = logging.getLogger(__name__)
 
 EMBED_CHUNK = 32  # texts embedded between two deadline checks
+EXCUSE_LOOK_S = 0.05  # how often a host wait re-reads the time its request spent queued
 
 # Outcome kinds that are the program's fault and, per the contract, score it zero.
 VIOLATION_KINDS = frozenset(
@@ -65,6 +67,9 @@ class SandboxLimits(BaseModel):
                                   "answered but not stored")
     toolkit_requests_per_call: int = Field(512, ge=1, description="toolkit requests (embed and LLM) one write/read "
                                            "may send, whatever each holds: an empty request costs a round trip too")
+    queued_max_s: float = Field(600.0, ge=0, description="time one write/read's toolkit requests may spend queued "
+                                "for shared endpoints (slots, rate limits, back-off) without counting against its "
+                                "deadline: others' load is not the program's time; past it the wait counts")
     read_max_chars: int = Field(3000, gt=0, description="longest context a read() may return (the contract)")
     memory_mb: int = Field(2048, ge=256, description="address-space limit of the sandbox process")
     cpu_seconds: int = Field(600, gt=0, description="CPU-time limit of the whole sandbox process")
@@ -90,6 +95,7 @@ class Outcome(BaseModel):
     traceback: str = ""
     llm_calls: int = 0
     seconds: float = 0.0
+    queued_seconds: float = 0.0  # of ``seconds``: its toolkit requests queued for shared endpoints (not charged)
     logs: list[str] = []
 
     @property
@@ -365,8 +371,9 @@ class Sandbox:
         started = time.monotonic()
         deadline = started + self.limits.call_timeout_s
         budget = _CallBudget(self.limits)
+        clock = WaitClock()  # the call's toolkit requests queued behind others' load: not its time
         try:
-            done = self._exchange({**message, "call": number}, number, what, deadline, budget)
+            done = self._exchange({**message, "call": number}, number, what, deadline, budget, clock)
         except (TimeoutError, _Overtime):
             return self._fatal("timeout", f"{what}() did not finish within {self.limits.call_timeout_s:g} s; the "
                                "process was killed", started, budget.llm_calls)
@@ -385,7 +392,8 @@ class Sandbox:
             return self._fatal("protocol", f"during {what}(): {type(exc).__name__}: {exc}"[:2000], started,
                                budget.llm_calls)
         self._signal(signal.SIGSTOP)  # nothing it left running may act until the next call
-        fields = {"llm_calls": budget.llm_calls, "seconds": time.monotonic() - started, "logs": list(done.logs)}
+        fields = {"llm_calls": budget.llm_calls, "seconds": time.monotonic() - started, "logs": list(done.logs),
+                  "queued_seconds": clock.seconds}
         if done.ok:
             try:
                 value = done_value(done, what)
@@ -395,20 +403,25 @@ class Sandbox:
         return Outcome(ok=False, kind=done.kind or "exception", message=done.message, traceback=done.traceback,
                        **fields)
 
-    def _exchange(self, request: dict[str, Any], number: int, what: str, deadline: float,
-                  budget: _CallBudget) -> DoneFrame:
+    def _exchange(self, request: dict[str, Any], number: int, what: str, own_deadline: float,
+                  budget: _CallBudget, clock: WaitClock) -> DoneFrame:
         """Send one call and serve the sandbox's requests until its ``done``: every frame validated, each
-        request answered once, and nothing accepted that was sent outside this call."""
+        request answered once, and nothing accepted that was sent outside this call. The deadline is the
+        program's own time: what its requests spent queued for shared endpoints moves it on (``clock``)."""
         assert self._sock is not None
+
+        def deadline() -> float:
+            return own_deadline + min(clock.seconds, self.limits.queued_max_s)
+
         ready, _, _ = select.select([self._sock], [], [], 0)
         if ready:
             if not self._sock.recv(1, socket.MSG_PEEK):
                 raise wire.ChannelClosed("the sandbox process is gone")
             raise _Fatal("protocol", f"the sandbox sent a frame between calls (before {what}())")
         self._signal(signal.SIGCONT)
-        self._send(request, deadline)
+        self._send(request, deadline())
         while True:
-            frame = self._recv(deadline)
+            frame = self._recv(deadline())
             if isinstance(frame, LayersFrame) or frame.call != number:
                 raise ProtocolError(f"a {frame.op!r} frame that does not belong to this call")
             if isinstance(frame, DoneFrame):
@@ -420,12 +433,18 @@ class Sandbox:
                 refused = budget.llm(frame.prompt, what)
                 if refused:
                     raise _Fatal("llm_budget", refused)
-                self._send({"op": "reply", "call": number, **self._answer_llm(frame.prompt, deadline)}, deadline)
+                self._signal(signal.SIGSTOP)  # waiting for its reply: nothing it runs beside uses the excused time
+                reply = self._answer_llm(frame.prompt, own_deadline, clock)
+                self._signal(signal.SIGCONT)
+                self._send({"op": "reply", "call": number, **reply}, deadline())
             elif isinstance(frame, EmbedFrame):
                 refused = budget.embed(frame.texts, what)
                 if refused:
                     raise _Fatal("embed_budget", refused)
-                self._send({"op": "reply", "call": number, **self._answer_embed(frame.texts, deadline)}, deadline)
+                self._signal(signal.SIGSTOP)
+                reply = self._answer_embed(frame.texts, own_deadline, clock)
+                self._signal(signal.SIGCONT)
+                self._send({"op": "reply", "call": number, **reply}, deadline())
 
     def _send(self, message: dict[str, Any], deadline: float) -> None:
         assert self._sock is not None
@@ -457,34 +476,44 @@ class Sandbox:
 
     # -- host work on the sandbox's behalf -------------------------------------------------------
 
-    def _within(self, work: Callable[[threading.Event], Any], deadline: float) -> Any:
-        """Run ``work`` in a worker thread, waiting no longer than the call's deadline; ``work`` checks the
+    def _within(self, work: Callable[[threading.Event], Any], deadline: float, clock: WaitClock) -> Any:
+        """Run ``work`` in a worker thread, waiting no longer than the call's deadline plus what ``clock``
+        excuses (time the work spent queued behind others' load, up to ``queued_max_s``); ``work`` checks the
         event between its chunks and stops once the host has given up on it."""
         if self._worker is None:
             self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sandbox-host-work")
         cancelled = threading.Event()
-        future = self._worker.submit(work, cancelled)
-        try:
-            return future.result(timeout=max(0.0, deadline - time.monotonic()))
-        except concurrent.futures.TimeoutError:
-            if future.done():
-                raise  # the work's own timeout, not ours
-            cancelled.set()
-            raise _Overtime from None
 
-    def _answer_llm(self, prompt: str, deadline: float) -> dict[str, Any]:
+        def charged(event: threading.Event) -> Any:
+            with charged_to(clock):
+                return work(event)
+
+        future = self._worker.submit(charged, cancelled)
+        while True:
+            remaining = deadline + min(clock.seconds, self.limits.queued_max_s) - time.monotonic()
+            try:
+                return future.result(timeout=max(0.0, min(remaining, EXCUSE_LOOK_S)))
+            except concurrent.futures.TimeoutError:
+                if future.done():
+                    raise  # the work's own timeout, not ours
+                if time.monotonic() < deadline + min(clock.seconds, self.limits.queued_max_s):
+                    continue  # within the deadline, counting the queued time it excuses (which may have grown)
+                cancelled.set()
+                raise _Overtime from None
+
+    def _answer_llm(self, prompt: str, deadline: float, clock: WaitClock) -> dict[str, Any]:
         if self._llm is None:
             return {"ok": False, "error": "no toolkit LLM is configured"}
         messages = [{"role": "user", "content": prompt}]  # built here: the sandbox never shapes a request
         try:
-            text = self._within(lambda cancelled: self._llm(messages), deadline)
+            text = self._within(lambda cancelled: self._llm(messages), deadline, clock)
         except _Overtime:
             raise
         except Exception as exc:  # the endpoint's failure is reported to the program, not fatal to the host
             return {"ok": False, "error": f"toolkit LLM call failed: {type(exc).__name__}: {exc}"[:2000]}
         return {"ok": True, "text": str(text)}
 
-    def _answer_embed(self, texts: list[str], deadline: float) -> dict[str, Any]:
+    def _answer_embed(self, texts: list[str], deadline: float, clock: WaitClock) -> dict[str, Any]:
         if self._embed is None:
             raise _Fatal("protocol", "the program asked for embeddings but no embedder is configured")
         embed = self._embed
@@ -498,7 +527,7 @@ class Sandbox:
             return vectors
 
         try:
-            return {"vectors": self._within(chunks, deadline)}
+            return {"vectors": self._within(chunks, deadline, clock)}
         except _Overtime:
             raise
         except Exception as exc:

@@ -122,3 +122,13 @@ class ServeConfig(_Section):
 
     def model(self, name: str) -> ServedModel | None:
         return next((m for m in self.models if m.name == name), None)
+
+    def parallel(self) -> dict[str, int]:
+        """Requests each model's replicas take at once, by name, where it is known (llama.cpp, or a set
+        ``max_ongoing_requests``): at the most replicas, so an autoscaling model sees the queue it scales on."""
+        found = {}
+        for model in self.models:
+            most = model.replicas if isinstance(model.replicas, int) else model.replicas.max
+            if model.ongoing is not None:
+                found[model.name] = most * model.ongoing
+        return found

@@ -1,0 +1,99 @@
+"""The in-flight limit is what the listening server says it serves at once (mstar_ray.llm.parallelism): learned
+at start-up from a real HTTP server, said in the run's first lines with the key that changes it, kept when the
+user set it, and held by the run's gateway."""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+import pytest
+
+from mstar_ray.actors.wiring import probe_endpoints
+from mstar_ray.llm.client import LLMClient
+from mstar_ray.llm.endpoint import DEFAULT_MAX_CONCURRENCY, ChatEndpoint, EndpointConfig
+from mstar_ray.llm.governor import Governor
+from mstar_ray.llm.cache import MemoryCache
+from mstar_ray.llm.parallelism import VLLM_MAX_NUM_SEQS, learn
+from mstar_ray.llm.settings import LLMSettings
+from mstar_ray.serve.config import ServeConfig
+from tests.scripted_server import ScriptedServer
+
+
+def _settings(url: str, **task) -> LLMSettings:
+    return LLMSettings(task={"base_url": url, "model": "scripted", "timeout_s": 30, "max_tokens": 16, **task})
+
+
+def _probe(settings: LLMSettings) -> tuple[LLMSettings, list[str]]:
+    lines: list[str] = []
+    return probe_endpoints(settings, lines.append), lines
+
+
+@pytest.mark.parametrize(("routes", "limit", "says"), [
+    ({"/props": {"total_slots": 4}}, 4, "llama.cpp server has 4 slot(s) (/props"),
+    ({"/slots": [{"id": 0}, {"id": 1}, {"id": 2}]}, 3, "llama.cpp server has 3 slot(s) (/slots)"),
+    ({"/v1/models": {"object": "list", "data": [{"id": "m", "owned_by": "vllm"}]}}, VLLM_MAX_NUM_SEQS, "vLLM"),
+    ({"/v1/models": {"object": "list", "data": [{"id": "m", "owned_by": "sglang"}]},
+      "/get_server_info": {"max_running_requests": 48}}, 48, "SGLang server runs 48"),
+    ({"/v1/models": {"object": "list", "data": [{"id": "m", "owned_by": "me"}]}}, 1, "llama-cpp-python"),
+    ({}, 1, "does not say"),
+    ({"/props": {"total_slots": "many"}}, 1, "does not say"),  # a value that is no count is not believed
+])
+def test_the_limit_is_learned_from_what_the_server_says(routes, limit, says):
+    with ScriptedServer(get_json=routes) as server:
+        probed, lines = _probe(_settings(server.base_url))
+    assert probed.task.max_concurrency == limit
+    assert probed.limits()[probed.task.endpoint_key].max_concurrency == limit
+    line = next(line for line in lines if "request(s) at once" in line)
+    assert f"at most {limit} request(s) at once" in line and says in line
+    assert "set llm.task.max_concurrency to change it" in line
+
+
+def test_a_limit_the_user_set_is_kept_and_the_server_not_asked():
+    with ScriptedServer(get_json={"/props": {"total_slots": 8}}) as server:
+        probed, lines = _probe(_settings(server.base_url, max_concurrency=3))
+        asked = list(server.gets)
+    assert probed.task.max_concurrency == 3
+    assert not any(path in ("/props", "/slots") for path in asked)
+    assert any("at most 3 request(s) at once (set in the config)" in line for line in lines)
+    # null is the user's too: no limit, said so
+    with ScriptedServer(get_json={"/props": {"total_slots": 8}}) as server:
+        probed, lines = _probe(_settings(server.base_url, max_concurrency=None))
+    assert probed.task.max_concurrency is None
+    assert any("no limit (set in the config)" in line for line in lines)
+
+
+def test_a_hosted_endpoint_that_says_nothing_gets_the_hosted_default():
+    # learn() on an address that is not this machine's and answers nothing: nothing learned, the hosted default
+    config = EndpointConfig(base_url="http://192.0.2.1:9/v1", model="m")  # TEST-NET-1: never routed
+    assert config.max_concurrency == DEFAULT_MAX_CONCURRENCY and not config.concurrency_set
+    assert learn(config).limit == DEFAULT_MAX_CONCURRENCY
+
+
+def test_the_learned_limit_holds_at_the_server():
+    """Twelve requests at once from four threads' worth of slots: the server never sees more than it has."""
+    with ScriptedServer(latency_s=0.3, get_json={"/props": {"total_slots": 2}}) as server:
+        probed, _ = _probe(_settings(server.base_url))
+        gateway = Governor.for_settings(probed)
+        client = LLMClient(ChatEndpoint("task", probed.task), cache=MemoryCache(), gateway=gateway)
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            list(pool.map(lambda i: client.complete([{"role": "user", "content": f"q{i}"}], step="t"), range(12)))
+        assert server.requests == 12
+        assert server.max_in_flight == 2
+
+
+def test_a_served_model_runs_as_many_at_once_as_its_replicas_take():
+    serve = ServeConfig(models=[{"name": "small", "runtime": "llama_cpp", "model": "x.gguf", "replicas": {"min": 1, "max": 3},
+                                 "max_ongoing_requests": 2}])
+    assert serve.parallel() == {"small": 6}
+    settings = LLMSettings(task={"served": "small"})
+    at = settings.at_served({"small": "http://127.0.0.1:8000/small/v1"}, serve.parallel())
+    assert at.task.max_concurrency == 6 and "served replicas" in at.task.in_flight_source
+    own = LLMSettings(task={"served": "small", "max_concurrency": 1})
+    assert own.at_served({"small": "http://127.0.0.1:8000/small/v1"}, serve.parallel()).task.max_concurrency == 1
+
+
+@pytest.mark.slow
+def test_a_real_llama_cpp_python_server_is_asked_and_gets_one_at_a_time(llm_server):
+    config = EndpointConfig(base_url=llm_server.base_url, model=llm_server.model)
+    learned = learn(config)
+    assert learned.limit == 1 and "llama-cpp-python" in learned.source
