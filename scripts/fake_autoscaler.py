@@ -62,6 +62,8 @@ def fake_cluster_config(cluster: dict, *, gcs_address: str, cpus_per_node: int =
         "upscaling_speed": cluster.get("upscaling_speed", 1.0),
         "idle_timeout_minutes": idle_timeout_minutes,
         "provider": {"type": "fake_multinode", "gcs_address": gcs_address, "use_node_id_as_ip": True,
+                     # as a cloud provider does: n nodes for a request of n (else one per request)
+                     "launch_multiple": True,
                      "disable_node_updaters": True, "disable_launch_config_check": True},
         "auth": {"ssh_user": "ubuntu"},
         "available_node_types": types,
@@ -129,7 +131,7 @@ class FakeAutoscalingCluster:
 
     def __exit__(self, *_exc) -> None:
         if self.head is not None:
-            for sig, grace in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
+            for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
                 try:
                     os.killpg(self.head.pid, sig)
                 except ProcessLookupError:

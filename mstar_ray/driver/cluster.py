@@ -11,7 +11,9 @@ import ray
 from ray.exceptions import RayActorError, RayTaskError
 
 from mstar_ray.blas import ONE_THREAD
+from mstar_ray.driver.node_types import capacity, cluster_shapes, unmet
 from mstar_ray.driver.policy import FatalRunError
+from mstar_ray.exit_codes import InputError
 from mstar_ray.run_config import RunConfig
 
 # One BLAS thread per process (mstar_ray.blas): evaluators already fill the cores, and threaded BLAS on a busy
@@ -53,7 +55,45 @@ def connect(config: RunConfig, address: str | None) -> dict[str, float]:
         if threading.current_thread() is threading.main_thread():
             # ray.init replaces SIGTERM's handler with a bare exit; the caller's (the CLI's) stops a run cleanly
             signal.signal(signal.SIGTERM, on_sigterm)
+    check_requests(config)
     return ray.cluster_resources()
+
+
+def actor_requests(config: RunConfig) -> dict[str, dict[str, float]]:
+    """What one actor of each kind asks of a node, by the config key that sets it."""
+    ray_config = config.ray
+    requests = {"ray.evaluator_cpus and ray.evaluator_resources":
+                {"CPU": ray_config.evaluator_cpus, **ray_config.evaluator_resources},
+                "ray.reflector_cpus": {"CPU": ray_config.reflector_cpus}}
+    for index, model in enumerate(config.serve.models):
+        requests[f"serve.models[{index}] ({model.name}).resources"] = model.resources.ask()
+    return requests
+
+
+def check_requests(config: RunConfig) -> None:
+    """Every actor's request fits some node the cluster has or its autoscaler can start; otherwise the run
+    stops before anything starts, naming the config key and the resource (Ray would queue the actor forever)."""
+    shapes, source = cluster_shapes()
+    if shapes is None:  # an autoscaler this process cannot read (another container): Ray's own warnings remain
+        return
+    problems = [f"{key} asks each actor for {_ask(request)}: {why}" for key, request in actor_requests(config).items()
+                if (why := unmet(request, shapes)) is not None]
+    if problems:
+        raise InputError(f"no node can hold what the run asks for ({source}):\n  " + "\n  ".join(problems))
+
+
+def _ask(request: dict[str, float]) -> str:
+    return "{" + ", ".join(f"{k}: {v:g}" for k, v in request.items() if v > 0) + "}"
+
+
+def schedulable_resources() -> dict[str, float]:
+    """The cluster's resources, or what its autoscaler can grow it to if that is more: a search started with no
+    worker nodes sizes its pools by the node types, and its actors' requests start the nodes."""
+    resources = dict(ray.cluster_resources())
+    shapes, _ = cluster_shapes()
+    for name, amount in capacity(shapes or []).items():
+        resources[name] = max(resources.get(name, 0.0), amount)
+    return resources
 
 
 def pool_size(wanted: int, per_actor: float, resources: dict[str, float], extra: dict[str, float]) -> int:

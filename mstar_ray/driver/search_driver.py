@@ -20,7 +20,7 @@ from mstar_ray.actors.reflector_actor import ReflectorActor
 from mstar_ray.actors.run_services import start_run_services
 from mstar_ray.actors.structure_tasks import population_matrix
 from mstar_ray.actors.wiring import RoleClients
-from mstar_ray.driver.cluster import check_sandboxes, pool_size
+from mstar_ray.driver.cluster import check_sandboxes, pool_size, schedulable_resources
 from mstar_ray.driver.policy import WAIT_S, FatalRunError, SearchPolicy, infrastructure_failure
 from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.recorder import RunRecorder
@@ -99,7 +99,7 @@ class SearchDriver:
         else:
             self.run_dir.write_split(self.plan.split)
         self.board, self.board_name = start_progress_board()
-        resources = {name: total - self.held.get(name, 0.0) for name, total in ray.cluster_resources().items()}
+        resources = {name: total - self.held.get(name, 0.0) for name, total in schedulable_resources().items()}
         evaluators = pool_size(cfg.search.evaluations_in_flight, cfg.ray.evaluator_cpus, resources,
                                cfg.ray.evaluator_resources)
         spare = resources.get("CPU", 0) - (0 if cfg.ray.evaluator_resources else evaluators * cfg.ray.evaluator_cpus)

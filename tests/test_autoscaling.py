@@ -1,0 +1,117 @@
+"""The search on Ray's own autoscaler, with cluster.yaml's node types (scripts/fake_autoscaler.py: Ray's fake node
+provider launching local raylets): a run that asks for a resource no node type offers stops at once, naming
+it; a search started with no worker nodes makes the autoscaler start ``cpu_spot`` nodes for its evaluators, runs
+its evaluations there and lets them go after; a spot node lost mid-search loses nothing, counts nothing twice,
+and is replaced."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ray = pytest.importorskip("ray")
+
+from mstar_ray.cli import main  # noqa: E402
+from scripts.fake_autoscaler import FakeAutoscalingCluster, processes_under  # noqa: E402
+from scripts.fault_resume import check, config, table  # noqa: E402
+
+HEAD_ID = "f" * 51 + "00000"  # the fake provider's node ids: the head, then one per node it launches
+
+
+@pytest.fixture
+def cluster(monkeypatch):
+    with FakeAutoscalingCluster(cpus_per_node=2, max_workers=2, idle_timeout_minutes=0.1) as fake:
+        for name, value in fake.env.items():
+            monkeypatch.setenv(name, value)
+        yield fake
+        if ray.is_initialized():
+            ray.shutdown()
+
+
+def run_config(tmp_path: Path, candidates: int, **ray_section) -> str:
+    settings = config(candidates)
+    settings["search"].update(evaluations_in_flight=4, reflections_in_flight=2)
+    settings["ray"] = {"evaluator_cpus": 1, "evaluator_resources": {"evaluator": 1}, "max_restarts": 3, **ray_section}
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(settings))
+    return str(path)
+
+
+def worker_ids() -> set[str]:
+    return {n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] != HEAD_ID}
+
+
+def launched(cluster: FakeAutoscalingCluster, node_type: str) -> int:
+    """Nodes of ``node_type`` the autoscaler says it added."""
+    return sum(int(n) for n in re.findall(rf"Adding (\d+) node\(s\) of type {node_type}", cluster.monitor_log()))
+
+
+def test_a_resource_no_node_type_offers_stops_the_run_at_once_naming_it(cluster, tmp_path, capsys):
+    code = main(["run", run_config(tmp_path, 4, evaluator_resources={"gpu_eval": 1}),
+                 "--run-dir", str(tmp_path / "run"), "--address", cluster.address])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "ray.evaluator_cpus and ray.evaluator_resources" in err and "no node type provides gpu_eval" in err
+    assert "cpu_spot {CPU: 2, evaluator: 2}" in err  # the node types it looked at, as the autoscaler has them
+    assert not (tmp_path / "run" / "candidates.arrows").exists()  # nothing was started
+    assert launched(cluster, "cpu_spot") == launched(cluster, "gpu_model") == 0
+
+
+def test_a_search_from_no_workers_scales_cpu_spot_up_and_releases_it(cluster, tmp_path):
+    run_dir = tmp_path / "run"
+    assert main(["run", run_config(tmp_path, 8), "--run-dir", str(run_dir), "--address", cluster.address]) == 0
+    rows = [r for r in table(run_dir, "candidates") if r["status"] != "duplicate"]
+    nodes = {r["node_id"] for r in rows}
+    # 4 evaluators of {CPU: 1, evaluator: 1}; a cpu_spot node offers 2 of each: two nodes, none of the GPU type
+    assert launched(cluster, "cpu_spot") == 2 and launched(cluster, "gpu_model") == 0
+    assert HEAD_ID not in nodes and len(nodes) == 2
+    assert check(run_dir) == [] and sum(r["origin"] != "seed" for r in rows) == 8
+    ray.init(address=cluster.address, log_to_driver=False)
+    deadline = time.monotonic() + 120
+    while worker_ids() and time.monotonic() < deadline:  # idle_timeout_minutes: 0.1
+        time.sleep(1)
+    assert worker_ids() == set()  # released once the search no longer needs them
+
+
+def _kill_node(cluster: FakeAutoscalingCluster, node_id: str) -> None:
+    """SIGKILL the node's raylet, as a spot reclaim ends a machine (its workers die with it)."""
+    raylets = [pid for pid in processes_under(cluster.temp_dir)
+               if f"--node_id={node_id}" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")]
+    assert raylets, f"no raylet of node {node_id}"
+    for pid in raylets:
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_a_spot_node_lost_mid_search_is_replaced_and_loses_nothing(cluster, tmp_path):
+    run_dir = tmp_path / "run"
+    killed: list[str] = []
+
+    def kill_a_node_mid_search() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            evaluated = [r for r in table(run_dir, "candidates") if r["node_id"] and r["node_id"] != HEAD_ID]
+            if len(evaluated) >= 4:
+                killed.append(evaluated[-1]["node_id"])
+                _kill_node(cluster, killed[0])
+                return
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_a_node_mid_search, daemon=True)
+    killer.start()
+    assert main(["run", run_config(tmp_path, 12), "--run-dir", str(run_dir), "--address", cluster.address]) == 0
+    killer.join(timeout=5)
+    assert killed, "the search ended before a node could be killed"
+    rows = [r for r in table(run_dir, "candidates") if r["status"] != "duplicate"]
+    assert check(run_dir) == []  # none evaluated twice, none queued and lost
+    assert sum(r["origin"] != "seed" for r in rows) == 12
+    assert launched(cluster, "cpu_spot") >= 3  # the lost node was replaced by a new one of its type
+    after = {r["node_id"] for r in rows[-3:]}
+    assert killed[0] not in after
