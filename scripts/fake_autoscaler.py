@@ -112,7 +112,13 @@ class FakeAutoscalingCluster:
                    "--temp-dir", str(Path(self.temp_dir) / "t"), "--num-cpus", str(int(head.get("CPU", 0))),
                    "--resources", json.dumps(resources), "--include-dashboard", "false",
                    "--disable-usage-stats", "--ray-client-server-port", str(_free_port())]
-        env = {**os.environ, **self.env, "RAY_FAKE_CLUSTER": "1", "AUTOSCALER_UPDATE_INTERVAL_S": "1"}
+        # The autoscaler looks every second, and gives up on a node silent for 5 s (30 by default): a cloud's provider
+        # reports a reclaimed spot machine as gone at once, the fake one only when the autoscaler terminates it.
+        env = {**os.environ, **self.env, "RAY_FAKE_CLUSTER": "1", "AUTOSCALER_UPDATE_INTERVAL_S": "1",
+               "AUTOSCALER_HEARTBEAT_TIMEOUT_S": "5",
+               # and the GCS declares a node dead after 3 missed health checks a second apart (not 5 of 3 s)
+               "RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "1000",
+               "RAY_health_check_failure_threshold": "3"}
         with self.log.open("w") as sink:
             self.head = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + 180

@@ -106,12 +106,12 @@ def test_a_spot_node_lost_mid_search_is_replaced_and_loses_nothing(cluster, tmp_
 
     killer = threading.Thread(target=kill_a_node_mid_search, daemon=True)
     killer.start()
-    assert main(["run", run_config(tmp_path, 12), "--run-dir", str(run_dir), "--address", cluster.address]) == 0
+    assert main(["run", run_config(tmp_path, 16), "--run-dir", str(run_dir), "--address", cluster.address]) == 0
     killer.join(timeout=5)
     assert killed, "the search ended before a node could be killed"
     rows = [r for r in table(run_dir, "candidates") if r["status"] != "duplicate"]
     assert check(run_dir) == []  # none evaluated twice, none queued and lost
-    assert sum(r["origin"] != "seed" for r in rows) == 12
-    assert launched(cluster, "cpu_spot") >= 3  # the lost node was replaced by a new one of its type
-    after = {r["node_id"] for r in rows[-3:]}
-    assert killed[0] not in after
+    assert sum(r["origin"] != "seed" for r in rows) == 16
+    # the lost node was replaced by a new one of its type (cpu_spot's max_workers is 2: the lost one is gone)
+    assert launched(cluster, "cpu_spot") == 3
+    assert killed[0] not in {r["node_id"] for r in rows[-3:]}  # what followed ran on the nodes left
