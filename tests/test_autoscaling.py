@@ -64,9 +64,11 @@ def test_a_resource_no_node_type_offers_stops_the_run_at_once_naming_it(cluster,
     assert launched(cluster, "cpu_spot") == launched(cluster, "gpu_model") == 0
 
 
-def test_a_search_from_no_workers_scales_cpu_spot_up_and_releases_it(cluster, tmp_path):
+def test_a_search_from_no_workers_scales_cpu_spot_up_and_releases_it(cluster, tmp_path, capfd):
     run_dir = tmp_path / "run"
     assert main(["run", run_config(tmp_path, 8), "--run-dir", str(run_dir), "--address", cluster.address]) == 0
+    said = capfd.readouterr()
+    assert len(re.findall(r"node joined: cpu_spot", said.out + said.err)) == 2  # the run says what joined
     rows = [r for r in table(run_dir, "candidates") if r["status"] != "duplicate"]
     nodes = {r["node_id"] for r in rows}
     # 4 evaluators of {CPU: 1, evaluator: 1}; a cpu_spot node offers 2 of each: two nodes, none of the GPU type
@@ -90,7 +92,7 @@ def _kill_node(cluster: FakeAutoscalingCluster, node_id: str) -> None:
 
 
 @pytest.mark.slow
-def test_a_spot_node_lost_mid_search_is_replaced_and_loses_nothing(cluster, tmp_path):
+def test_a_spot_node_lost_mid_search_is_replaced_and_loses_nothing(cluster, tmp_path, capfd):
     run_dir = tmp_path / "run"
     killed: list[str] = []
 
@@ -109,6 +111,9 @@ def test_a_spot_node_lost_mid_search_is_replaced_and_loses_nothing(cluster, tmp_
     assert main(["run", run_config(tmp_path, 16), "--run-dir", str(run_dir), "--address", cluster.address]) == 0
     killer.join(timeout=5)
     assert killed, "the search ended before a node could be killed"
+    said = capfd.readouterr()
+    said = said.out + said.err
+    assert f"node left: cpu_spot {killed[0][:8]}…{killed[0][-5:]}" in said  # the run says what it lost
     rows = [r for r in table(run_dir, "candidates") if r["status"] != "duplicate"]
     assert check(run_dir) == []  # none evaluated twice, none queued and lost
     assert sum(r["origin"] != "seed" for r in rows) == 16

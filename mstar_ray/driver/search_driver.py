@@ -21,6 +21,7 @@ from mstar_ray.actors.run_services import start_run_services
 from mstar_ray.actors.structure_tasks import population_matrix
 from mstar_ray.actors.wiring import RoleClients
 from mstar_ray.driver.cluster import check_sandboxes, pool_size, schedulable_resources
+from mstar_ray.driver.node_watch import NodeWatch
 from mstar_ray.driver.policy import WAIT_S, FatalRunError, SearchPolicy, infrastructure_failure
 from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.recorder import RunRecorder
@@ -76,7 +77,8 @@ class SearchDriver:
         self.shown = ProgressState(target=config.search.max_candidates)  # the counts are the policy's state
         self._best_shown: str | None = None  # the incumbent whose interval the live line shows
         self._live_at = 0.0
-        self._live: list[dict] | None = None
+        self._live: dict | None = None
+        self.node_watch = NodeWatch()
 
     # ------------------------------------------------------------------------------------------ set-up
 
@@ -166,6 +168,10 @@ class SearchDriver:
         if jobs is None:
             jobs = [work.payload for work in running if work.kind == "evaluate"]
         self.shown.in_flight = self._in_flight(jobs)
+        for line in self.node_watch.look():
+            self.progress.message(line)
+        self.shown.nodes = self.node_watch.summary
+        self.shown.waiting_for_node = len(jobs) - len(self.shown.in_flight) if self.node_watch.starting else 0
         self._show_best()
         self._write_live()
         if show:
@@ -187,10 +193,11 @@ class SearchDriver:
         return [InFlight.of(job.candidate_id, job.purpose, board[job.key]) for job in jobs if job.key in board]
 
     def _write_live(self) -> None:
-        live = [entry.model_dump() for entry in self.shown.in_flight]
+        live = {"evaluations": [entry.model_dump() for entry in self.shown.in_flight], "nodes": self.shown.nodes,
+                "waiting_for_node": self.shown.waiting_for_node}
         now = time.monotonic()
-        if live != self._live and (now - self._live_at >= LIVE_INTERVAL_S or not live):
-            self.run_dir.write_live({"phase": self.shown.phase, "evaluations": live, "written_at": time.time()})
+        if live != self._live and (now - self._live_at >= LIVE_INTERVAL_S or not live["evaluations"]):
+            self.run_dir.write_live({"phase": self.shown.phase, **live, "written_at": time.time()})
             self._live, self._live_at = live, now
 
     # ------------------------------------------------------------------------------------------ the end
