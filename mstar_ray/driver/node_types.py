@@ -16,6 +16,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict
 
+from mstar_ray.serve import fit
+
 
 class NodeShape(BaseModel):
     """A node type (or a node that exists): what one node offers, and how many of it there can be."""
@@ -41,8 +43,7 @@ def _fmt(resources: dict[str, float]) -> str:
 def unmet(request: dict[str, float], shapes: list[NodeShape]) -> str | None:
     """Why no node of ``shapes`` can hold ``request`` (one actor's ask), or None if one can."""
     asked = {name: amount for name, amount in request.items() if amount > 0}
-    if any(all(shape.resources.get(name, 0) >= amount for name, amount in asked.items())
-           for shape in shapes if shape.max_count > 0):
+    if fit.fits_somewhere(asked, [shape.resources for shape in shapes if shape.max_count > 0]):
         return None
     offered = {name for shape in shapes if shape.max_count > 0 for name, amount in shape.resources.items() if amount > 0}
     missing = sorted(name for name in asked if name not in offered)
