@@ -92,3 +92,21 @@ def test_a_type_that_may_not_start_offers_nothing():
     source = cluster()
     source["available_node_types"]["gpu_model"]["max_workers"] = 0
     assert unmet({"GPU": 1}, shapes_of_autoscaling_config(source)).startswith("no node type provides GPU")
+
+
+def test_the_live_line_and_status_show_the_nodes_and_what_waits_for_one(tmp_path):
+    import json
+
+    from mstar_ray.driver.node_watch import node_summary
+    from mstar_ray.driver.progress import ProgressState, _line
+    from mstar_ray.inspect.status import _live_lines
+    from mstar_ray.state.search_state import SearchState
+
+    nodes = node_summary({"a": "cpu_spot", "b": "cpu_spot", "c": "gpu_model"}, starting=1)
+    assert nodes == "2 cpu_spot, 1 gpu_model (+1 starting)" and node_summary({}, 0) == "none"
+    line = _line(ProgressState(evaluating=4, waiting_for_node=2, nodes=nodes), SearchState(), 10.0)
+    assert "in flight: 4 eval (2 waiting for a node)," in line and "· nodes 2 cpu_spot, 1 gpu_model (+1 starting)" in line
+    assert "waiting" not in _line(ProgressState(evaluating=4), SearchState(), 10.0)
+    (tmp_path / "live.json").write_text(json.dumps({"phase": "searching", "evaluations": [], "nodes": nodes,
+                                                    "waiting_for_node": 2}))
+    assert _live_lines(tmp_path) == [f"nodes: {nodes}; 2 evaluations waiting for a node"]

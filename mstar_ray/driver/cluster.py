@@ -6,6 +6,7 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Callable
 
 import ray
 from ray.exceptions import RayActorError, RayTaskError
@@ -19,6 +20,8 @@ from mstar_ray.run_config import RunConfig
 # One BLAS thread per process (mstar_ray.blas): evaluators already fill the cores, and threaded BLAS on a busy
 # machine is measured 4-20x slower (scripts/bench_subsets.py).
 WORKER_ENV = {**ONE_THREAD, "TOKENIZERS_PARALLELISM": "false"}
+# Evaluators not up this long after they are asked for are waiting for a node: the run says so.
+PLACED_WITHIN_S = 5.0
 
 
 def connect(config: RunConfig, address: str | None) -> dict[str, float]:
@@ -104,11 +107,17 @@ def pool_size(wanted: int, per_actor: float, resources: dict[str, float], extra:
     return max(1, min([wanted, *fits]))
 
 
-def check_sandboxes(evaluators: list) -> str:
+def check_sandboxes(evaluators: list, say: Callable[[str], None] | None = None) -> str:
     """Every evaluator sets up a sandbox once before any work: a node that cannot give a required layer stops
-    the run at its start, naming the layer and the fix. Returns the line that says which layers are active."""
+    the run at its start, naming the layer and the fix. Returns the line that says which layers are active.
+    Evaluators still without a node after a few seconds are said (an autoscaler is starting nodes for them)."""
     try:
-        reports = ray.get([actor.sandbox_layers.remote() for actor in evaluators])
+        refs = [actor.sandbox_layers.remote() for actor in evaluators]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=PLACED_WITHIN_S)
+        if say is not None and len(ready) < len(refs):
+            say(f"waiting for nodes: {len(ready)} of the run's {len(refs)} actors are up, the rest wait for a node "
+                "(an autoscaling cluster is starting them)")
+        reports = ray.get(refs)
     except (RayActorError, RayTaskError) as exc:
         cause = exc.as_instanceof_cause() if isinstance(exc, RayTaskError) else exc
         raise FatalRunError(f"a worker cannot run sandboxes: {cause}") from None

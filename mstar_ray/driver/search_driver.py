@@ -114,7 +114,7 @@ class SearchDriver:
                                {"evaluate": evaluators, "reflect": reflectors})
         self.policy = SearchPolicy(cfg, self.task, self.plan, RunRecorder(self.run_dir, self.progress, self.shown),
                                    evaluators=evaluators, llm_spent=lambda: self.usage.stop)
-        self.progress.message(check_sandboxes(self.pool.all_actors()))
+        self.progress.message(check_sandboxes(self.pool.all_actors(), self.progress.message))
         split = self.plan.split
         evidence = "" if split.static_evidence is None else f", holding {split.static_evidence:.0%} of the static evidence"
         self.progress.message(
