@@ -5,7 +5,8 @@ naming the resource, instead of waiting forever for a node that never comes.
 The node types are the autoscaler's own: the config its monitor reads (``ray up``'s bootstrap config, on the head,
 where the driver runs) or the cluster config the autoscaler reports to the GCS (Ray's v2 autoscaler). A cluster
 without an autoscaler is the nodes it has. An autoscaler whose config this process cannot read (it runs in
-another container) leaves the check undone, and the run says so.
+another container, as KubeRay's does) leaves the check undone: Ray's autoscaler then only logs a request that no
+node type fits.
 """
 
 from __future__ import annotations
