@@ -112,10 +112,12 @@ class FakeAutoscalingCluster:
                    "--temp-dir", str(Path(self.temp_dir) / "t"), "--num-cpus", str(int(head.get("CPU", 0))),
                    "--resources", json.dumps(resources), "--include-dashboard", "false",
                    "--disable-usage-stats", "--ray-client-server-port", str(_free_port())]
-        # The autoscaler looks every second, and gives up on a node silent for 5 s (30 by default): a cloud's provider
-        # reports a reclaimed spot machine as gone at once, the fake one only when the autoscaler terminates it.
+        # The autoscaler looks every second, and gives up on a node silent for 15 s (30 by default): a cloud's
+        # provider reports a reclaimed spot machine as gone at once, the fake one only when the autoscaler terminates
+        # it. Not less: the fake provider starts a node while holding its lock (seconds on a busy machine), and the
+        # nodes' reports wait meanwhile; at 5 s a live node was once taken for lost.
         env = {**os.environ, **self.env, "RAY_FAKE_CLUSTER": "1", "AUTOSCALER_UPDATE_INTERVAL_S": "1",
-               "AUTOSCALER_HEARTBEAT_TIMEOUT_S": "5",
+               "AUTOSCALER_HEARTBEAT_TIMEOUT_S": "15",
                # and the GCS declares a node dead after 3 missed health checks a second apart (not 5 of 3 s)
                "RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "1000",
                "RAY_health_check_failure_threshold": "3"}
@@ -172,6 +174,16 @@ def worker_nodes() -> list[dict]:
     from ray.autoscaler._private.fake_multi_node.node_provider import FAKE_HEAD_NODE_ID
 
     return [n for n in ray.nodes() if n["Alive"] and n["NodeID"] != FAKE_HEAD_NODE_ID]
+
+
+def kill_node(temp_dir: str, node_id: str) -> None:
+    """SIGKILL a node's raylet, as a spot reclaim ends a machine (its workers die with it)."""
+    raylets = [pid for pid in processes_under(temp_dir)
+               if f"--node_id={node_id}" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")]
+    if not raylets:
+        raise RuntimeError(f"no raylet of node {node_id}")
+    for pid in raylets:
+        os.kill(pid, signal.SIGKILL)
 
 
 def _wait(condition, timeout_s: float = 300) -> float:
