@@ -115,7 +115,7 @@ class FakeAutoscalingCluster:
         # The autoscaler looks every second, and gives up on a node silent for 15 s (30 by default): a cloud's
         # provider reports a reclaimed spot machine as gone at once, the fake one only when the autoscaler terminates
         # it. Not less: the fake provider starts a node while holding its lock (seconds on a busy machine), and the
-        # nodes' reports wait meanwhile; at 5 s a live node was once taken for lost.
+        # nodes' reports can wait meanwhile (at 5 s one run started a fourth node where three were due).
         env = {**os.environ, **self.env, "RAY_FAKE_CLUSTER": "1", "AUTOSCALER_UPDATE_INTERVAL_S": "1",
                "AUTOSCALER_HEARTBEAT_TIMEOUT_S": "15",
                # and the GCS declares a node dead after 3 missed health checks a second apart (not 5 of 3 s)
