@@ -115,8 +115,8 @@ def check_sandboxes(evaluators: list, say: Callable[[str], None] | None = None) 
         refs = [actor.sandbox_layers.remote() for actor in evaluators]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=PLACED_WITHIN_S)
         if say is not None and len(ready) < len(refs):
-            say(f"waiting for nodes: {len(ready)} of the run's {len(refs)} actors are up, the rest wait for a node "
-                "(an autoscaling cluster is starting them)")
+            say(f"waiting: {len(ready)} of the run's {len(refs)} actors are up, the others wait for room on a node "
+                "(an autoscaling cluster starts nodes for them)")
         reports = ray.get(refs)
     except (RayActorError, RayTaskError) as exc:
         cause = exc.as_instanceof_cause() if isinstance(exc, RayTaskError) else exc
