@@ -62,13 +62,14 @@ def connect(config: RunConfig, address: str | None) -> dict[str, float]:
     return ray.cluster_resources()
 
 
-def actor_requests(config: RunConfig) -> dict[str, dict[str, float]]:
-    """What one actor of each kind asks of a node, by the config key that sets it."""
+def actor_requests(config: RunConfig, *, served: bool = True) -> dict[str, dict[str, float]]:
+    """What one actor of each kind asks of a node, by the config key that sets it (``served``: with the served
+    models' replicas)."""
     ray_config = config.ray
     requests = {"ray.evaluator_cpus and ray.evaluator_resources":
                 {"CPU": ray_config.evaluator_cpus, **ray_config.evaluator_resources},
                 "ray.reflector_cpus": {"CPU": ray_config.reflector_cpus}}
-    for index, model in enumerate(config.serve.models):
+    for index, model in enumerate(config.serve.models if served else []):
         requests[f"serve.models[{index}] ({model.name}).resources"] = model.resources.ask()
     return requests
 
@@ -76,10 +77,13 @@ def actor_requests(config: RunConfig) -> dict[str, dict[str, float]]:
 def check_requests(config: RunConfig) -> None:
     """Every actor's request fits some node the cluster has or its autoscaler can start; otherwise the run
     stops before anything starts, naming the config key and the resource (Ray would queue the actor forever)."""
-    shapes, source = cluster_shapes()
+    shapes, source, node_types = cluster_shapes()
     if shapes is None:  # an autoscaler this process cannot read (another container): Ray's own warnings remain
         return
-    problems = [f"{key} asks each actor for {_ask(request)}: {why}" for key, request in actor_requests(config).items()
+    # Without node types the served models' replicas are Serve's own check (serve.deploy: all of them at once,
+    # beside an evaluator, on the nodes there are); with them, only this one can tell a node that never comes.
+    requests = actor_requests(config, served=node_types)
+    problems = [f"{key} asks each actor for {_ask(request)}: {why}" for key, request in requests.items()
                 if (why := unmet(request, shapes)) is not None]
     if problems:
         raise InputError(f"no node can hold what the run asks for ({source}):\n  " + "\n  ".join(problems))
@@ -93,7 +97,7 @@ def schedulable_resources() -> dict[str, float]:
     """The cluster's resources, or what its autoscaler can grow it to if that is more: a search started with no
     worker nodes sizes its pools by the node types, and its actors' requests start the nodes."""
     resources = dict(ray.cluster_resources())
-    shapes, _ = cluster_shapes()
+    shapes, _, _ = cluster_shapes()
     for name, amount in capacity(shapes or []).items():
         resources[name] = max(resources.get(name, 0.0), amount)
     return resources

@@ -95,9 +95,10 @@ def autoscaler_status() -> dict | None:
     return json.loads(raw) if raw else None
 
 
-def cluster_shapes() -> tuple[list[NodeShape] | None, str]:
+def cluster_shapes() -> tuple[list[NodeShape] | None, str, bool]:
     """The node types the cluster can start (its autoscaler's), else the nodes it has; None when an autoscaler
-    scales the cluster by types this process cannot read. The text says where they came from."""
+    scales the cluster by types this process cannot read. The text says where they came from; the flag whether
+    they are node types (an autoscaler's) rather than the nodes there are."""
     import ray
     from ray._private.state import state
 
@@ -106,14 +107,14 @@ def cluster_shapes() -> tuple[list[NodeShape] | None, str]:
     if reported is not None and reported.node_group_configs:
         groups = [NodeShape(name=g.name, resources=dict(g.resources), max_count=g.max_count if g.max_count >= 0 else 10**6)
                   for g in reported.node_group_configs]
-        return groups, "the autoscaler's node types"
+        return groups, "the autoscaler's node types", True
     status = autoscaler_status()
     if status is None:
-        return alive, "the cluster's nodes (no autoscaler)"
+        return alive, "the cluster's nodes (no autoscaler)", False
     argv = _monitor_argv(status)
     if argv is None:
-        return None, ""
+        return None, "", False
     path = _autoscaling_config_path(argv)
     if path is None:  # a local Ray, or nodes started by hand: the autoscaler only watches them
-        return alive, "the cluster's nodes (no node types to scale)"
-    return shapes_of_autoscaling_config(yaml.safe_load(path.read_text())), f"the node types of {path}"
+        return alive, "the cluster's nodes (no node types to scale)", False
+    return shapes_of_autoscaling_config(yaml.safe_load(path.read_text())), f"the node types of {path}", True
