@@ -50,11 +50,18 @@ def launched(cluster: FakeAutoscalingCluster, node_type: str) -> int:
 
 
 def test_a_resource_no_node_type_offers_stops_the_run_at_once_naming_it(cluster, tmp_path, capsys):
-    code = main(["run", run_config(tmp_path, 4, evaluator_resources={"gpu_eval": 1}),
-                 "--run-dir", str(tmp_path / "run"), "--address", cluster.address])
+    path = Path(run_config(tmp_path, 4, evaluator_resources={"gpu_eval": 1}))
+    settings = yaml.safe_load(path.read_text())
+    # and a served model whose replica wants two GPUs on one node: gpu_model nodes have one each
+    settings["llm"]["task"] = {"served": "qwen"}
+    settings["serve"] = {"models": [{"name": "qwen", "runtime": "vllm", "model": "Qwen/Qwen2.5-7B-Instruct",
+                                     "resources": {"gpus": 2}}]}
+    path.write_text(yaml.safe_dump(settings))
+    code = main(["run", str(path), "--run-dir", str(tmp_path / "run"), "--address", cluster.address])
     err = capsys.readouterr().err
     assert code == 2, err
     assert "ray.evaluator_cpus and ray.evaluator_resources" in err and "no node type provides gpu_eval" in err
+    assert "serve.models[0] (qwen).resources asks each actor for {CPU: 1, GPU: 2}: no single node type offers" in err
     assert "cpu_spot {CPU: 2, evaluator: 2}" in err  # the node types it looked at, as the autoscaler has them
     assert not (tmp_path / "run" / "candidates.arrows").exists()  # nothing was started
     assert launched(cluster, "cpu_spot") == launched(cluster, "gpu_model") == 0
