@@ -1,7 +1,7 @@
 """k8s/rayjob.yaml, the KubeRay RayJob of docs/howto/kubernetes.md, holds together: its entrypoint searches on a
 config of this repository joined to the job's cluster, every pod runs the image k8s/Dockerfile builds on the
 Ray version the cluster configs pin, the head offers no evaluator slots, the workers offer the `evaluator`
-resource, and every container lets the sandbox make its namespaces. (No KubeRay schema can be read offline
+resource and every actor the job starts fits a worker group (the driver's own start-up check), and every container lets the sandbox make its namespaces. (No KubeRay schema can be read offline
 here; it was checked against KubeRay's v1 CRD once by hand, docs/howto/kubernetes.md says how.)"""
 
 from __future__ import annotations
@@ -83,3 +83,39 @@ def test_the_run_directory_volume_is_claimed():
     claims = {d["metadata"]["name"] for d in _documents() if d["kind"] == "PersistentVolumeClaim"}
     head = _job()["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
     assert {v["persistentVolumeClaim"]["claimName"] for v in head["volumes"]} <= claims
+
+
+def _group_shapes(cluster: dict) -> list:
+    """What a pod of each group offers Ray (its rayStartParams, else its container's limits), and how many."""
+    from mstar_ray.driver.node_types import NodeShape
+
+    def offered(group: dict) -> dict[str, float]:
+        params = group["rayStartParams"]
+        limits = group["template"]["spec"]["containers"][0]["resources"]["limits"]
+        resources = json.loads(json.loads(params["resources"])) if "resources" in params else {}
+        return {"CPU": float(params.get("num-cpus", limits.get("cpu", 0))),
+                "GPU": float(params.get("num-gpus", limits.get("nvidia.com/gpu", 0))), **resources}
+
+    head = cluster["headGroupSpec"]
+    return [NodeShape(name="head", resources=offered(head))] + [
+        NodeShape(name=g["groupName"], resources=offered(g), max_count=g["maxReplicas"]) for g in cluster["workerGroupSpecs"]]
+
+
+def test_every_actor_the_job_starts_fits_a_worker_group():
+    """The requests the driver checks at start (mstar_ray.driver.cluster.actor_requests) against the groups, for
+    the job's own config and for it with evaluators sent to the workers as docs/howto/kubernetes.md says."""
+    from mstar_ray.driver.cluster import actor_requests
+    from mstar_ray.driver.node_types import unmet
+
+    job = _job()
+    shapes = _group_shapes(job["spec"]["rayClusterSpec"])
+    commands = [shlex.split(part) for part in job["spec"]["entrypoint"].split("&&")]
+    run = next(c for c in commands if c[:2] == ["mstar-ray", "run"])
+    config = load_run_config(ROOT / run[2])
+    on_workers = config.model_copy(update={"ray": config.ray.model_copy(update={"evaluator_resources": {"evaluator": 1}})})
+    for checked in (config, on_workers):
+        assert {key: unmet(request, shapes) for key, request in actor_requests(checked).items()} == {
+            key: None for key in actor_requests(checked)}
+    asks_more = config.model_copy(update={"ray": config.ray.model_copy(update={"evaluator_resources": {"gpu_eval": 1}})})
+    problems = [why for request in actor_requests(asks_more).values() if (why := unmet(request, shapes))]
+    assert len(problems) == 1 and "no node type provides gpu_eval" in problems[0] and "evaluators" in problems[0]

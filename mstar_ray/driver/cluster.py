@@ -6,17 +6,22 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Callable
 
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
 from mstar_ray.blas import ONE_THREAD
+from mstar_ray.driver.node_types import capacity, cluster_shapes, unmet
 from mstar_ray.driver.policy import FatalRunError
+from mstar_ray.exit_codes import InputError
 from mstar_ray.run_config import RunConfig
 
 # One BLAS thread per process (mstar_ray.blas): evaluators already fill the cores, and threaded BLAS on a busy
 # machine is measured 4-20x slower (scripts/bench_subsets.py).
 WORKER_ENV = {**ONE_THREAD, "TOKENIZERS_PARALLELISM": "false"}
+# Evaluators not up this long after they are asked for are waiting for a node: the run says so.
+PLACED_WITHIN_S = 5.0
 
 
 def connect(config: RunConfig, address: str | None) -> dict[str, float]:
@@ -53,7 +58,49 @@ def connect(config: RunConfig, address: str | None) -> dict[str, float]:
         if threading.current_thread() is threading.main_thread():
             # ray.init replaces SIGTERM's handler with a bare exit; the caller's (the CLI's) stops a run cleanly
             signal.signal(signal.SIGTERM, on_sigterm)
+    check_requests(config)
     return ray.cluster_resources()
+
+
+def actor_requests(config: RunConfig, *, served: bool = True) -> dict[str, dict[str, float]]:
+    """What one actor of each kind asks of a node, by the config key that sets it (``served``: with the served
+    models' replicas)."""
+    ray_config = config.ray
+    requests = {"ray.evaluator_cpus and ray.evaluator_resources":
+                {"CPU": ray_config.evaluator_cpus, **ray_config.evaluator_resources},
+                "ray.reflector_cpus": {"CPU": ray_config.reflector_cpus}}
+    for index, model in enumerate(config.serve.models if served else []):
+        requests[f"serve.models[{index}] ({model.name}).resources"] = model.resources.ask()
+    return requests
+
+
+def check_requests(config: RunConfig) -> None:
+    """Every actor's request fits some node the cluster has or its autoscaler can start; otherwise the run
+    stops before anything starts, naming the config key and the resource (Ray would queue the actor forever)."""
+    shapes, source, node_types = cluster_shapes()
+    if shapes is None:  # an autoscaler this process cannot read (another container): Ray's own warnings remain
+        return
+    # Without node types the served models' replicas are Serve's own check (serve.deploy: all of them at once,
+    # beside an evaluator, on the nodes there are); with them, only this one can tell a node that never comes.
+    requests = actor_requests(config, served=node_types)
+    problems = [f"{key} asks each actor for {_ask(request)}: {why}" for key, request in requests.items()
+                if (why := unmet(request, shapes)) is not None]
+    if problems:
+        raise InputError(f"no node can hold what the run asks for ({source}):\n  " + "\n  ".join(problems))
+
+
+def _ask(request: dict[str, float]) -> str:
+    return "{" + ", ".join(f"{k}: {v:g}" for k, v in request.items() if v > 0) + "}"
+
+
+def schedulable_resources() -> dict[str, float]:
+    """The cluster's resources, or what its autoscaler can grow it to if that is more: a search started with no
+    worker nodes sizes its pools by the node types, and its actors' requests start the nodes."""
+    resources = dict(ray.cluster_resources())
+    shapes, _, _ = cluster_shapes()
+    for name, amount in capacity(shapes or []).items():
+        resources[name] = max(resources.get(name, 0.0), amount)
+    return resources
 
 
 def pool_size(wanted: int, per_actor: float, resources: dict[str, float], extra: dict[str, float]) -> int:
@@ -64,11 +111,17 @@ def pool_size(wanted: int, per_actor: float, resources: dict[str, float], extra:
     return max(1, min([wanted, *fits]))
 
 
-def check_sandboxes(evaluators: list) -> str:
+def check_sandboxes(evaluators: list, say: Callable[[str], None] | None = None) -> str:
     """Every evaluator sets up a sandbox once before any work: a node that cannot give a required layer stops
-    the run at its start, naming the layer and the fix. Returns the line that says which layers are active."""
+    the run at its start, naming the layer and the fix. Returns the line that says which layers are active.
+    Evaluators still without a node after a few seconds are said (an autoscaler is starting nodes for them)."""
     try:
-        reports = ray.get([actor.sandbox_layers.remote() for actor in evaluators])
+        refs = [actor.sandbox_layers.remote() for actor in evaluators]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=PLACED_WITHIN_S)
+        if say is not None and len(ready) < len(refs):
+            say(f"waiting: {len(ready)} of the run's {len(refs)} actors are up, the others wait for room on a node "
+                "(an autoscaling cluster starts nodes for them)")
+        reports = ray.get(refs)
     except (RayActorError, RayTaskError) as exc:
         cause = exc.as_instanceof_cause() if isinstance(exc, RayTaskError) else exc
         raise FatalRunError(f"a worker cannot run sandboxes: {cause}") from None

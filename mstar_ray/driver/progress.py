@@ -28,6 +28,8 @@ class ProgressState(BaseModel):
     requests_in_flight: int = 0  # model requests holding a slot at the gateway now, across the run
     phase: str = "starting"
     in_flight: list[InFlight] = []  # each evaluation's own progress
+    nodes: str = ""  # the worker nodes up by type, and those the autoscaler is starting (driver.node_watch)
+    waiting_for_node: int = 0  # evaluations handed to an evaluator that has no node yet
 
 
 def _line(state: ProgressState, search: SearchState, elapsed: float) -> str:
@@ -45,10 +47,12 @@ def _line(state: ProgressState, search: SearchState, elapsed: float) -> str:
     hit_rate = f"{state.cache_hits / state.requests:.0%}" if state.requests else "-"
     duplicates = f", duplicates {search.duplicates}" if search.duplicates else ""
     duplicates += f", screened out {search.screened_out}" if search.screened_out else ""
+    waiting = f" ({state.waiting_for_node} waiting for a node)" if state.waiting_for_node else ""
+    nodes = f" · nodes {state.nodes}" if state.nodes else ""
     return (f"[{state.phase}] candidates {search.evaluated}{target} (discarded {search.discarded}, violations "
-            f"{search.violations}{duplicates}) · in flight: {state.evaluating} eval, {state.reflecting} reflect, {state.requests_in_flight} requests · best {best} "
+            f"{search.violations}{duplicates}) · in flight: {state.evaluating} eval{waiting}, {state.reflecting} reflect, {state.requests_in_flight} requests · best {best} "
             f"(seeds {seed}) · ${state.cost_usd:.4f}, {state.tokens} tokens, cache {hit_rate} · "
-            f"{rate:.1f}/min{eta}" + "".join(f" · {e.describe()}" for e in state.in_flight) + f" · {elapsed:.0f} s")
+            f"{rate:.1f}/min{eta}{nodes}" + "".join(f" · {e.describe()}" for e in state.in_flight) + f" · {elapsed:.0f} s")
 
 
 class Progress:

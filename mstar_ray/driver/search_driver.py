@@ -20,7 +20,8 @@ from mstar_ray.actors.reflector_actor import ReflectorActor
 from mstar_ray.actors.run_services import start_run_services
 from mstar_ray.actors.structure_tasks import population_matrix
 from mstar_ray.actors.wiring import RoleClients
-from mstar_ray.driver.cluster import check_sandboxes, pool_size
+from mstar_ray.driver.cluster import check_sandboxes, pool_size, schedulable_resources
+from mstar_ray.driver.node_watch import NodeWatch
 from mstar_ray.driver.policy import WAIT_S, FatalRunError, SearchPolicy, infrastructure_failure
 from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.recorder import RunRecorder
@@ -76,7 +77,8 @@ class SearchDriver:
         self.shown = ProgressState(target=config.search.max_candidates)  # the counts are the policy's state
         self._best_shown: str | None = None  # the incumbent whose interval the live line shows
         self._live_at = 0.0
-        self._live: list[dict] | None = None
+        self._live: dict | None = None
+        self.node_watch = NodeWatch()
 
     # ------------------------------------------------------------------------------------------ set-up
 
@@ -99,7 +101,7 @@ class SearchDriver:
         else:
             self.run_dir.write_split(self.plan.split)
         self.board, self.board_name = start_progress_board()
-        resources = {name: total - self.held.get(name, 0.0) for name, total in ray.cluster_resources().items()}
+        resources = {name: total - self.held.get(name, 0.0) for name, total in schedulable_resources().items()}
         evaluators = pool_size(cfg.search.evaluations_in_flight, cfg.ray.evaluator_cpus, resources,
                                cfg.ray.evaluator_resources)
         spare = resources.get("CPU", 0) - (0 if cfg.ray.evaluator_resources else evaluators * cfg.ray.evaluator_cpus)
@@ -112,7 +114,7 @@ class SearchDriver:
                                {"evaluate": evaluators, "reflect": reflectors})
         self.policy = SearchPolicy(cfg, self.task, self.plan, RunRecorder(self.run_dir, self.progress, self.shown),
                                    evaluators=evaluators, llm_spent=lambda: self.usage.stop)
-        self.progress.message(check_sandboxes(self.pool.all_actors()))
+        self.progress.message(check_sandboxes(self.pool.all_actors(), self.progress.message))
         split = self.plan.split
         evidence = "" if split.static_evidence is None else f", holding {split.static_evidence:.0%} of the static evidence"
         self.progress.message(
@@ -166,6 +168,10 @@ class SearchDriver:
         if jobs is None:
             jobs = [work.payload for work in running if work.kind == "evaluate"]
         self.shown.in_flight = self._in_flight(jobs)
+        for line in self.node_watch.look():
+            self.progress.message(line)
+        self.shown.nodes = self.node_watch.summary
+        self.shown.waiting_for_node = len(jobs) - len(self.shown.in_flight) if self.node_watch.starting else 0
         self._show_best()
         self._write_live()
         if show:
@@ -187,10 +193,11 @@ class SearchDriver:
         return [InFlight.of(job.candidate_id, job.purpose, board[job.key]) for job in jobs if job.key in board]
 
     def _write_live(self) -> None:
-        live = [entry.model_dump() for entry in self.shown.in_flight]
+        live = {"evaluations": [entry.model_dump() for entry in self.shown.in_flight], "nodes": self.shown.nodes,
+                "waiting_for_node": self.shown.waiting_for_node}
         now = time.monotonic()
-        if live != self._live and (now - self._live_at >= LIVE_INTERVAL_S or not live):
-            self.run_dir.write_live({"phase": self.shown.phase, "evaluations": live, "written_at": time.time()})
+        if live != self._live and (now - self._live_at >= LIVE_INTERVAL_S or not live["evaluations"]):
+            self.run_dir.write_live({"phase": self.shown.phase, **live, "written_at": time.time()})
             self._live, self._live_at = live, now
 
     # ------------------------------------------------------------------------------------------ the end

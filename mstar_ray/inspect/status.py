@@ -94,7 +94,11 @@ def _live_lines(run_dir: Path) -> list[str]:
     if not path.exists():
         return []
     live = json.loads(path.read_text())
-    return [f"evaluating {InFlight.model_validate(e).describe()}" for e in live.get("evaluations", [])]
+    lines = [f"evaluating {InFlight.model_validate(e).describe()}" for e in live.get("evaluations", [])]
+    if live.get("nodes"):  # the cluster's worker nodes, as the driver last saw them
+        waiting = live.get("waiting_for_node", 0)
+        lines.append(f"nodes: {live['nodes']}" + (f"; {waiting} evaluations waiting for a node" if waiting else ""))
+    return lines
 
 
 def _memory_line(run_dir: Path) -> str | None:

@@ -1,0 +1,119 @@
+"""The search on Ray's own autoscaler, with cluster.yaml's node types (scripts/fake_autoscaler.py: Ray's fake node
+provider launching local raylets): a run that asks for a resource no node type offers stops at once, naming
+it; a search started with no worker nodes makes the autoscaler start ``cpu_spot`` nodes for its evaluators, runs
+its evaluations there and lets them go after; a spot node lost mid-search loses nothing, counts nothing twice,
+and is replaced. (A served model on the gpu_model type: tests/test_autoscaling_models.py.)"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ray = pytest.importorskip("ray")
+
+from mstar_ray.cli import main  # noqa: E402
+from ray.autoscaler._private.fake_multi_node.node_provider import FAKE_HEAD_NODE_ID as HEAD_ID  # noqa: E402
+
+from scripts.fake_autoscaler import FakeAutoscalingCluster, kill_node, worker_nodes  # noqa: E402
+from scripts.fault_resume import check, config, table  # noqa: E402
+
+
+@pytest.fixture
+def cluster(monkeypatch):
+    with FakeAutoscalingCluster(cpus_per_node=2, max_workers=2, idle_timeout_minutes=0.1) as fake:
+        for name, value in fake.env.items():
+            monkeypatch.setenv(name, value)
+        yield fake
+        if ray.is_initialized():
+            ray.shutdown()
+
+
+def run_config(tmp_path: Path, candidates: int, **ray_section) -> str:
+    settings = config(candidates)
+    settings["search"].update(evaluations_in_flight=4, reflections_in_flight=2)
+    settings["ray"] = {"evaluator_cpus": 1, "evaluator_resources": {"evaluator": 1}, "max_restarts": 3, **ray_section}
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(settings))
+    return str(path)
+
+
+def launched(cluster: FakeAutoscalingCluster, node_type: str) -> int:
+    """Nodes of ``node_type`` the autoscaler says it added."""
+    return sum(int(n) for n in re.findall(rf"Adding (\d+) node\(s\) of type {node_type}", cluster.monitor_log()))
+
+
+def test_a_resource_no_node_type_offers_stops_the_run_at_once_naming_it(cluster, tmp_path, capsys):
+    path = Path(run_config(tmp_path, 4, evaluator_resources={"gpu_eval": 1}))
+    settings = yaml.safe_load(path.read_text())
+    # and a served model whose replica wants two GPUs on one node: gpu_model nodes have one each
+    settings["llm"]["task"] = {"served": "qwen"}
+    settings["serve"] = {"models": [{"name": "qwen", "runtime": "vllm", "model": "Qwen/Qwen2.5-7B-Instruct",
+                                     "resources": {"gpus": 2}}]}
+    path.write_text(yaml.safe_dump(settings))
+    code = main(["run", str(path), "--run-dir", str(tmp_path / "run"), "--address", cluster.address])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "ray.evaluator_cpus and ray.evaluator_resources" in err and "no node type provides gpu_eval" in err
+    assert "serve.models[0] (qwen).resources asks each actor for {CPU: 1, GPU: 2}: no single node type offers" in err
+    assert "cpu_spot {CPU: 2, evaluator: 2}" in err  # the node types it looked at, as the autoscaler has them
+    assert not (tmp_path / "run" / "candidates.arrows").exists()  # nothing was started
+    assert launched(cluster, "cpu_spot") == launched(cluster, "gpu_model") == 0
+
+
+def test_a_search_from_no_workers_scales_cpu_spot_up_and_releases_it(cluster, tmp_path, capfd):
+    run_dir = tmp_path / "run"
+    assert main(["run", run_config(tmp_path, 8), "--run-dir", str(run_dir), "--address", cluster.address]) == 0
+    said = capfd.readouterr()
+    assert len(re.findall(r"node joined: cpu_spot", said.out + said.err)) == 2  # the run says what joined
+    rows = [r for r in table(run_dir, "candidates") if r["status"] != "duplicate"]
+    nodes = {r["node_id"] for r in rows}
+    # 4 evaluators of {CPU: 1, evaluator: 1}; a cpu_spot node offers 2 of each: two nodes, none of the GPU type
+    assert launched(cluster, "cpu_spot") == 2 and launched(cluster, "gpu_model") == 0
+    assert HEAD_ID not in nodes and len(nodes) == 2
+    assert check(run_dir) == [] and sum(r["origin"] != "seed" for r in rows) == 8
+    ray.init(address=cluster.address, log_to_driver=False)
+    deadline = time.monotonic() + 120
+    while worker_nodes() and time.monotonic() < deadline:  # idle_timeout_minutes: 0.1
+        time.sleep(1)
+    assert worker_nodes() == []  # released once the search no longer needs them
+
+
+@pytest.mark.slow
+def test_a_spot_node_lost_mid_search_is_replaced_and_loses_nothing(cluster, tmp_path, capfd):
+    run_dir = tmp_path / "run"
+    killed: list[str] = []
+
+    def kill_a_node_mid_search() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            evaluated = [r for r in table(run_dir, "candidates") if r["node_id"] and r["node_id"] != HEAD_ID]
+            if len(evaluated) >= 3:
+                killed.append(evaluated[-1]["node_id"])
+                kill_node(cluster.temp_dir, killed[0])
+                return
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_a_node_mid_search, daemon=True)
+    killer.start()
+    assert main(["run", run_config(tmp_path, 20), "--run-dir", str(run_dir), "--address", cluster.address]) == 0
+    killer.join(timeout=5)
+    assert killed, "the search ended before a node could be killed"
+    said = capfd.readouterr()
+    said = said.out + said.err
+    assert f"node left: cpu_spot {killed[0][:8]}…{killed[0][-5:]}" in said  # the run says what it lost
+    rows = [r for r in table(run_dir, "candidates") if r["status"] != "duplicate"]
+    assert check(run_dir) == []  # none evaluated twice, none queued and lost
+    assert sum(r["origin"] != "seed" for r in rows) == 20
+    # the autoscaler let the lost node go and started a new one of its type in its place (max_workers is 2)
+    decisions = [line for line in cluster.monitor_log().splitlines() if "event_summary" in line or "Terminating" in line]
+    assert any(f"Terminating the node with id {killed[0]}" in line for line in decisions), decisions
+    assert launched(cluster, "cpu_spot") >= 3, decisions
+    assert killed[0] not in {r["node_id"] for r in rows[-3:]}  # what followed ran on the nodes left
+
