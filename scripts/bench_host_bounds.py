@@ -39,6 +39,8 @@ def main() -> None:
         ("offline span tokens: a run of '$'", tokens, lambda n: "$" * n),
         ("find_numbers: '8 May ' repeated", tx.find_numbers, lambda n: ("8 May " * n)[:n]),
     ]
+    frames(args.root)
+    analyses()
     print(f"code: {args.root}")
     for name, run, make in cases:
         times = []
@@ -49,6 +51,63 @@ def main() -> None:
             times.append(time.perf_counter() - started)
         print(f"{name}: {args.size:,} -> {times[0]:.4f} s; {8 * args.size:,} -> {times[1]:.4f} s; "
               f"ratio {times[1] / max(times[0], 1e-6):.0f}x")
+
+
+def frames(root: str) -> None:
+    """The adversarial frames of ``tests/test_sandbox_hostile_data.py`` (which counts the scan's work) timed at the
+    largest frame the channel carries and at an eighth of it: linear is about 8x."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from mstar_ray.sandbox import wire
+    from mstar_ray.sandbox_host.frames import ProtocolError, parse_frame
+    from tests.test_sandbox_hostile_data import ADVERSARIAL_BODIES
+
+    largest = wire.MAX_FRAME_BYTES - 100
+    for shape, make in ADVERSARIAL_BODIES.items():
+        times = []
+        for size in (largest // 8, largest):
+            body = make(size)
+            started = time.perf_counter()
+            try:
+                parse_frame(body)
+            except ProtocolError:
+                pass
+            times.append(time.perf_counter() - started)
+        print(f"frame, {shape}: {largest // 8:,} B -> {times[0]:.4f} s; {largest:,} B -> {times[1]:.4f} s; "
+              f"ratio {times[1] / max(times[0], 1e-6):.0f}x")
+
+
+def analyses() -> None:
+    """The host's analyses of candidate source on the shapes of ``tests/test_host_bounds.py`` (which counts their
+    work), timed: the checker on a class lattice, the tree distance on a tree shaped against it, the report's diff
+    of a pathological child, each beside what the unbounded analysis takes on a smaller input."""
+    import difflib
+
+    from mstar_ray.contract import check_source
+    from mstar_ray.line_diff import unified_diff
+    from mstar_ray.structure import ted
+    from mstar_ray.structure.tree import program_tree
+    from tests.test_host_bounds import lattice, shaped_against_the_distance
+
+    def timed(step) -> float:
+        started = time.perf_counter()
+        step()
+        return time.perf_counter() - started
+
+    for levels in (60, 480):
+        print(f"checker, class lattice of {levels} levels (2**{levels} paths): {timed(lambda: check_source(lattice(levels))):.4f} s")
+    hostile = [program_tree(shaped_against_the_distance(44, 3000, name), "names") for name in "xy"]
+    print(f"tree distance, shaped against it ({hostile[0].size} nodes, {ted.distance_cells(*hostile):.2e} cells "
+          f"exact): {timed(lambda: ted.tree_distance(*hostile)):.4f} s (the label bound)")
+    small = [program_tree(shaped_against_the_distance(12, 600, name), "names") for name in "xy"]
+    ted.tree_distance(small[0], small[0])  # compiled
+    print(f"  exact on a smaller one ({small[0].size} nodes, {ted.distance_cells(*small):.2e} cells): "
+          f"{timed(lambda: ted.tree_distance(*small)):.4f} s")
+    for n in (2000, 4000):
+        parent = [f"x{i} = {i}" for i in range(n)]
+        child = [line for i, kept in enumerate(parent) for line in (kept, f"z{i} = {i}")]
+        bounded = timed(lambda: unified_diff("\n".join(parent), "\n".join(child), "a", "b"))
+        plain = timed(lambda: list(difflib.unified_diff(parent, child, lineterm="")))
+        print(f"diff, {n:,} lines each kept with a new one after it: bounded {bounded:.4f} s, difflib {plain:.4f} s")
 
 
 if __name__ == "__main__":

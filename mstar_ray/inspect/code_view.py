@@ -5,10 +5,11 @@ program or a commit message is data, never markup."""
 
 from __future__ import annotations
 
-import difflib
 import html
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from mstar_ray.line_diff import unified_diff
 
 # A report of a long run stays readable and small: the returned program's ancestry always, then the best of
 # the rest (with their ancestors, so the tree stays connected), up to this many diffs and tree entries.
@@ -102,7 +103,7 @@ def lineage_tree(nodes: dict[str, Node], returned: str) -> str:
 def diff_html(before: str, after: str, before_name: str, after_name: str) -> str:
     """A unified diff, each line escaped and marked as added, removed or a hunk header."""
     lines = []
-    for line in difflib.unified_diff(before.splitlines(), after.splitlines(), before_name, after_name, lineterm=""):
+    for line in unified_diff(before, after, before_name, after_name).lines:  # bounded work: mstar_ray.line_diff
         kind = ("add" if line.startswith("+") and not line.startswith("+++") else
                 "del" if line.startswith("-") and not line.startswith("---") else
                 "hunk" if line.startswith("@@") else "ctx")
