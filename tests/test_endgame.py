@@ -23,8 +23,6 @@ from mstar_ray.driver.recorder import RunRecorder
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.exit_codes import InfrastructureError
-from mstar_ray.program_id import program_id
-from mstar_ray.reflect.reflector import Child, ReflectionOutcome
 from mstar_ray.results import EvalReport, ItemResult, RuntimeViolation, SandboxInfo, summarise
 from mstar_ray.run_config import RunConfig
 from mstar_ray.search.jobs import EvalJob, EvalOutcome, static_score
@@ -34,6 +32,7 @@ from mstar_ray.state.candidate import Seed
 from mstar_ray.tasks.synthetic import make_synthetic
 from scripts.fault_resume import table
 from tests.conftest import SEEDS
+from tests.test_policy import reflect  # a child is its parent with one more STEP_ line
 
 PHASES = {"static": "search", "confirmation": "confirm", "test": "test"}
 MODES = ("raise", "violation", "timeout", "crash", "garbage frame")
@@ -63,14 +62,6 @@ def name_of(source: str) -> str:
     if steps:
         return {"STEP_1 = 1": "R", "STEP_2 = 2": "C"}[steps[-1]]
     return "S1" if source == (SEEDS / "vector_search.py").read_text() else "S2"
-
-
-def reflect(request) -> ReflectionOutcome:
-    source = request.parent_source + f"\nSTEP_{request.iteration} = {request.iteration}\n"
-    return ReflectionOutcome(result=Child(
-        id=program_id(source), source=source, parent=request.parent_id, origin="reflection",
-        commit_message=f"step {request.iteration}", iteration=request.iteration, patch=None, edit_format="file",
-        attempts=1))
 
 
 def outcome(job: EvalJob, static_ids: list[str], scores_of: dict, violation: RuntimeViolation | None = None,
