@@ -108,6 +108,33 @@ def analyses() -> None:
         bounded = timed(lambda: unified_diff("\n".join(parent), "\n".join(child), "a", "b"))
         plain = timed(lambda: list(difflib.unified_diff(parent, child, lineterm="")))
         print(f"diff, {n:,} lines each kept with a new one after it: bounded {bounded:.4f} s, difflib {plain:.4f} s")
+    patches()
+
+
+def patches() -> None:
+    """``v4a.make_patch`` (the offline reflector's) on the shapes of ``tests/test_host_bounds.py``: a program of one
+    repeated line (the leading-context search was quadratic) and a child against the matcher (difflib without
+    autojunk is cubic there), each at a size and 8 times it, beside difflib's matcher alone."""
+    import difflib
+
+    from mstar_ray.reflect.v4a import make_patch
+    from tests.test_host_bounds import against_the_matcher, one_line_repeated
+
+    for name, make, sizes in (("one line repeated", one_line_repeated, (5000, 40000)),
+                              ("against the matcher", against_the_matcher, (1000, 8000))):
+        times = []
+        for lines in sizes:
+            parent, child = make(lines)
+            started = time.perf_counter()
+            make_patch(parent, child)
+            times.append(time.perf_counter() - started)
+        print(f"make_patch, {name}: {sizes[0]:,} lines {times[0]:.4f} s; {sizes[1]:,} lines {times[1]:.4f} s; "
+              f"ratio {times[1] / max(times[0], 1e-6):.1f}x")
+    for lines in (250, 500):
+        parent, child = (text.splitlines() for text in against_the_matcher(lines))
+        started = time.perf_counter()
+        list(difflib.SequenceMatcher(None, parent, child, autojunk=False).get_grouped_opcodes(3))
+        print(f"  difflib's matcher alone against it, {lines:,} lines: {time.perf_counter() - started:.4f} s")
 
 
 if __name__ == "__main__":

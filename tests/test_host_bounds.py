@@ -19,13 +19,15 @@ import pytest
 
 from mstar_ray import contract
 from mstar_ray.contract import MAX_TREE_NODES, check_source, inspect_program
-from mstar_ray.line_diff import MAX_ALIGNED_CELLS, TOO_LARGE, unified_diff
+from mstar_ray.line_diff import MAX_ALIGNED_CELLS, MAX_MATCH_STEPS, TOO_LARGE, align, unified_diff
+from mstar_ray.reflect import v4a
 from mstar_ray.structure import nearest as nearest_module
 from mstar_ray.structure import ted
 from mstar_ray.structure.index import StructureIndex
 from mstar_ray.structure.nearest import NearestIndex
 from mstar_ray.structure.tree import program_tree
 from tests.test_contract import VALID
+from tests.work_count import lines_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = sorted((ROOT / "seeds").glob("*.py"))
@@ -188,3 +190,80 @@ def test_the_diff_of_ordinary_edits_is_difflibs_own_renumbered_and_right():
             assert diff.aligned and applied(before, diff.lines) == edited
             plain = list(difflib.unified_diff(lines, edited, "a", "b", lineterm=""))
             assert sum(line[0] in "+-" for line in diff.lines) == sum(line[0] in "+-" for line in plain)
+
+
+def one_line_repeated(lines: int) -> tuple[str, str]:
+    """A parent of one comment line repeated (within the contract's size cap as a program's padding), and a child
+    changing the middle one: every short block of it occurs at the top first, so a patch hunk needs context."""
+    parent = ["#"] * lines
+    child = list(parent)
+    child[lines // 2] = "X = 1"
+    return "\n".join(parent) + "\n", "\n".join(child) + "\n"
+
+
+def against_the_matcher(lines: int) -> tuple[str, str]:
+    """One line repeated in the parent, and in the child each kept once with a new one after it: each of difflib's
+    longest-match searches visits every pair of the repeated line, and it makes one per line (cubic)."""
+    parent = ["# p"] + ["#"] * (lines - 2) + ["# q"]
+    child = ["# r"] + ["#", "# z"] * ((lines - 2) // 2) + ["# s"]
+    return "\n".join(parent) + "\n", "\n".join(child) + "\n"
+
+
+def test_the_matcher_stops_at_its_budget_and_the_change_is_shown_whole():
+    parent, child = against_the_matcher(1000)
+    found = align(parent.splitlines(), child.splitlines(), autojunk=False)  # as make_patch aligns
+    assert not found.aligned and 0 < found.steps <= MAX_MATCH_STEPS  # difflib alone: about 40 s here
+    # the report's diff lets difflib drop lines repeated past 1% of the child: a hundred lines repeated below that
+    parent = "\n".join(["# p"] + [f"#{i % 100}" for i in range(998)] + ["# q"])
+    child = "\n".join(["# r"] + [line for i in range(499) for line in (f"#{i % 100}", f"# z{i}")] + ["# s"])
+    diff = unified_diff(parent, child, "a", "b")
+    assert not diff.aligned and 0 < diff.steps <= MAX_MATCH_STEPS and TOO_LARGE in diff.lines
+    assert applied(parent, diff.lines) == child.splitlines()
+
+
+def test_make_patch_of_a_repetitive_program_runs_in_linear_work():
+    """Before: each leading-context length tried searched the program from the top (1,000 lines: 8.0e6 lines run;
+    4,000: 1.3e8, quadratic). Now a few lengths, each searching only up to the hunk, in linear time."""
+    runs = []
+    for lines in (1000, 8000):
+        parent, child = one_line_repeated(lines)
+        runs.append(lines_run(lambda: v4a.make_patch(parent, child)))
+        assert v4a.apply_patch(parent, v4a.make_patch(parent, child)).source == child
+    assert runs[1] < 10 * runs[0]  # linear: 8x; the old search 64x
+
+
+def test_make_patch_past_the_matchers_budget_is_one_hunk_that_applies():
+    """Before: 150 lines ran 2.6e6 Python lines, 600 ran 1.7e8 (cubic). Now both sizes past the budget do the same
+    bounded alignment and linear work beside it."""
+    runs = []
+    for lines in (600, 2400):
+        parent, child = against_the_matcher(lines)
+        runs.append(lines_run(lambda: v4a.make_patch(parent, child)))
+        assert v4a.apply_patch(parent, v4a.make_patch(parent, child)).source == child
+    assert runs[1] < 4 * runs[0]  # 4x the lines: linear would be 4x, the unbounded matcher 64x
+
+
+def test_the_linear_block_search_finds_what_a_scan_finds():
+    """``v4a._find_block`` against the plain scan it replaced, on short programs that repeat lines (where a
+    Knuth-Morris-Pratt search has to fall back), at each fuzz level, with and without End of File."""
+    rng = random.Random(11)
+
+    def scanned(lines, block, start, eof):
+        last = len(lines) - len(block)
+        for positions in ([last] if eof and last >= start else [], range(start, last + 1)):
+            for level, norm in enumerate(v4a._LEVELS):
+                target = [norm(line) for line in block]
+                for pos in positions:
+                    if all(norm(lines[pos + i]) == want for i, want in enumerate(target)):
+                        return pos, level
+        return None
+
+    alphabet = ["a", "a ", " a", "b", "ab"]
+    for _ in range(3000):
+        lines = [rng.choice(alphabet) for _ in range(rng.randrange(12))]
+        block = [rng.choice(alphabet) for _ in range(1 + rng.randrange(4))]
+        if rng.random() < 0.5 and len(lines) > 3:
+            at = rng.randrange(len(lines) - 2)
+            block = lines[at:at + rng.randrange(1, 4)]
+        start, eof = rng.randrange(len(lines) + 1), rng.random() < 0.3
+        assert v4a._find_block(lines, block, start, eof) == scanned(lines, block, start, eof), (lines, block, start)
