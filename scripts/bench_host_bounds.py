@@ -130,11 +130,35 @@ def patches() -> None:
             times.append(time.perf_counter() - started)
         print(f"make_patch, {name}: {sizes[0]:,} lines {times[0]:.4f} s; {sizes[1]:,} lines {times[1]:.4f} s; "
               f"ratio {times[1] / max(times[0], 1e-6):.1f}x")
+    crossovers()
     for lines in (250, 500):
         parent, child = (text.splitlines() for text in against_the_matcher(lines))
         started = time.perf_counter()
         list(difflib.SequenceMatcher(None, parent, child, autojunk=False).get_grouped_opcodes(3))
         print(f"  difflib's matcher alone against it, {lines:,} lines: {time.perf_counter() - started:.4f} s")
+
+
+
+def crossovers() -> None:
+    """Crossover of a receiver and a donor whose methods form a chain (``tests/test_host_bounds.py``), at a number
+    of methods and 4 times it (before the caps: 50 methods 8 s, 200 methods 4 minutes on this machine)."""
+    import random
+
+    from mstar_ray.reflect.mutations import NoMutation
+    from mstar_ray.reflect.mutations.crossover import crossover
+    from tests.test_host_bounds import chained_methods
+
+    times = []
+    for methods in (100, 400):
+        receiver, donor = chained_methods(methods)
+        started = time.perf_counter()
+        try:
+            crossover(receiver, donor, random.Random(0))
+        except NoMutation:
+            pass
+        times.append(time.perf_counter() - started)
+    print(f"crossover, a chain of methods: 100 -> {times[0]:.4f} s; 400 -> {times[1]:.4f} s; "
+          f"ratio {times[1] / max(times[0], 1e-6):.1f}x")
 
 
 if __name__ == "__main__":
