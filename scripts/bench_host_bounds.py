@@ -131,12 +131,34 @@ def patches() -> None:
         print(f"make_patch, {name}: {sizes[0]:,} lines {times[0]:.4f} s; {sizes[1]:,} lines {times[1]:.4f} s; "
               f"ratio {times[1] / max(times[0], 1e-6):.1f}x")
     crossovers()
+    placement()
     for lines in (250, 500):
         parent, child = (text.splitlines() for text in against_the_matcher(lines))
         started = time.perf_counter()
         list(difflib.SequenceMatcher(None, parent, child, autojunk=False).get_grouped_opcodes(3))
         print(f"  difflib's matcher alone against it, {lines:,} lines: {time.perf_counter() - started:.4f} s")
 
+
+
+def placement() -> None:
+    """``StructureIndex.place`` (in the driver's loop) of a child among programs each about as far from it as the
+    tree distance's cap allows, with the same labels (the label bound spares none): its cells and its time."""
+    from mstar_ray.structure import ted
+    from mstar_ray.structure.index import MAX_PLACE_CELLS, StructureIndex
+    from mstar_ray.structure.tree import program_tree
+    from tests.test_host_bounds import same_labels_other_orders
+
+    known = same_labels_other_orders(30, 420)
+    index = StructureIndex()
+    for k, source in enumerate(known[1:]):
+        index.learn(f"p{k}", source)
+    trees = [program_tree(source, "names") for source in known[:2]]
+    ted.tree_distance(trees[0], trees[0])  # compiled
+    started = time.perf_counter()
+    placed = index.place(known[0], "p0")
+    print(f"placement among {len(known) - 1} programs of {trees[0].size} nodes, "
+          f"{ted.distance_cells(*trees):.2e} cells a pair: {placed.cells:.2e} cells filled "
+          f"(cap {MAX_PLACE_CELLS:.0e}), {time.perf_counter() - started:.4f} s")
 
 
 def crossovers() -> None:

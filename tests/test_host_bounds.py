@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mstar_ray import contract
@@ -122,8 +123,39 @@ def test_placing_a_program_among_many_fills_at_most_the_search_budget(monkeypatc
         index.add(tree)
     found = index.nearest(trees[0])
     assert index.cut_short == 1 and index.computed <= 7  # without the budget: 99 exact distances
-    assert index.cells <= 5 * pair + 2 * pair  # the budget, overrun by at most one pair at its cap
+    assert index.cells <= 5 * pair  # the budget: a pair that would pass it is not computed
     assert found is not None and 0.0 <= found
+
+
+def same_labels_other_orders(programs: int, functions: int, seed: int = 3) -> list[str]:
+    """A seed with ``functions`` small functions appended, in ``programs`` different orders: the label bound spares
+    none of them, so each pair's distance is computed exactly, and each pair fills the same table."""
+    base = SEEDS[0].read_text()
+    parts = [f"def step{i}(x):\n    return x + {i}\n" for i in range(functions)]
+    rng = random.Random(seed)
+    known = []
+    for _ in range(programs):
+        rng.shuffle(parts)
+        known.append(base + "\n" + "\n".join(parts))
+    return known
+
+
+def test_placing_a_child_among_many_fills_at_most_the_placement_budget(monkeypatch: pytest.MonkeyPatch):
+    """The driver's loop places each child: its distances to its parent and to the nearest known programs fill at
+    most ``MAX_PLACE_CELLS`` in all (at caps scaled to seed size, a child with forty equally far programs)."""
+    from mstar_ray.structure import index as index_module
+
+    known = same_labels_other_orders(41, 12)
+    trees = [program_tree(source, "names") for source in known]
+    pair = ted.distance_cells(trees[0], trees[1])
+    monkeypatch.setattr(ted, "MAX_DISTANCE_CELLS", 2 * pair)
+    monkeypatch.setattr(index_module, "MAX_PLACE_CELLS", 4 * pair)
+    index = StructureIndex()
+    for k, source in enumerate(known[1:]):
+        index.learn(f"p{k}", source)
+    placement = index.place(known[0], "p0")
+    assert placement.to_parent is not None and placement.to_population is not None
+    assert 0 < placement.cells <= 4 * pair  # the parent's pair and at most three more (unbounded: 40)
 
 
 def test_the_structure_index_reads_no_tree_past_the_checkers_caps():
@@ -300,3 +332,29 @@ def test_crossover_of_a_chain_of_methods_does_linear_work():
 
         runs.append(lines_run(cross))
     assert runs[1] < 6 * runs[0]  # 4x the methods: linear 4x (the class is walked a bounded number of times)
+
+
+# ------------------------------------------------------------------------------------------------ the map's matrix
+
+
+def test_the_population_matrix_fills_at_most_its_budget_and_bounds_the_rest(monkeypatch: pytest.MonkeyPatch):
+    """At caps scaled to seed size: ten programs equally far apart, a matrix budget of three exact distances. The
+    other pairs read a lower bound, and each exact distance is computed once (counted)."""
+    from mstar_ray.structure import matrix
+
+    known = same_labels_other_orders(10, 12)
+    trees = [program_tree(source, "names") for source in known]
+    pair = ted.distance_cells(trees[0], trees[1])
+    monkeypatch.setattr(ted, "MAX_DISTANCE_CELLS", 2 * pair)
+    monkeypatch.setattr(matrix, "MAX_DISTANCE_CELLS", 2 * pair)
+    monkeypatch.setattr(matrix, "MAX_MATRIX_CELLS", 3 * pair)
+    computed = []
+    exact_distance = matrix.normalised_distance
+    monkeypatch.setattr(matrix, "normalised_distance", lambda a, b: computed.append(1) or exact_distance(a, b))
+    exact, bounded = matrix.plan(trees, matrix.all_pairs(10))
+    assert sum(ted.distance_cells(trees[i], trees[j]) for i, j in exact) <= 3 * pair and len(bounded) == 45 - len(exact)
+    found = matrix.pairwise(trees)
+    assert len(computed) == len(exact) <= 3  # unbounded: 45
+    assert np.array_equal(found, found.T) and not found.diagonal().any()
+    for i, j in bounded:
+        assert 0 <= found[i, j] <= exact_distance(trees[i], trees[j])  # a lower bound

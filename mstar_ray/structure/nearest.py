@@ -16,8 +16,9 @@ bound is no smaller than the best distance found: every tree not visited is at l
 distance ``2d / (|a| + |b| + d)`` grows with ``d``, so the bound carries over to it.
 
 The work is bounded whatever the programs' shapes: each distance by ``ted.MAX_DISTANCE_CELLS`` (past it, the
-pair's label bound), and each search by ``MAX_NEAREST_CELLS``, past which it answers with the next candidate's
-bound, a lower bound of the nearest distance.
+pair's label bound), and each search by its budget of cells (``MAX_NEAREST_CELLS`` unless the caller gives less):
+a pair whose cells would take the search past it is not computed, and the answer is that candidate's bound, a
+lower bound of the nearest distance.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import hashlib
 
 import numpy as np
 
-from mstar_ray.structure.ted import MAX_DISTANCE_CELLS, distance_with_cells, normalise
+from mstar_ray.structure.ted import MAX_DISTANCE_CELLS, distance_cells, distance_with_cells, normalise
 from mstar_ray.structure.tree import Tree
 
 BUCKETS = 256
@@ -72,9 +73,11 @@ class NearestIndex:
         self._sizes[row] = tree.size
         self._counts[row] = label_counts(tree)
 
-    def nearest(self, tree: Tree, within: float = float("inf")) -> float | None:
+    def nearest(self, tree: Tree, within: float = float("inf"), budget: int | None = None) -> float | None:
         """The least normalised distance from ``tree`` to a known tree; None when none is known. ``within``: the
-        distance to one of the known trees (its parent's), which spares every tree the bound puts beyond it."""
+        distance to one of the known trees (its parent's), which spares every tree the bound puts beyond it.
+        ``budget``: the table cells the search may fill (``MAX_NEAREST_CELLS`` if None), never exceeded."""
+        budget = MAX_NEAREST_CELLS if budget is None else budget
         n = len(self._trees)
         if n == 0:
             return None
@@ -91,7 +94,8 @@ class NearestIndex:
         for row in np.argsort(bound, kind="stable"):
             if bound[row] >= best:
                 break
-            if spent > MAX_NEAREST_CELLS:  # no tree left is nearer than its bound: the answer is a lower bound
+            if spent + distance_cells(tree, self._trees[row]) > budget:
+                # no tree left is nearer than its bound: the answer is a lower bound
                 self.cut_short += 1
                 return float(bound[row])
             self.computed += 1
