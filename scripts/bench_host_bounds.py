@@ -132,6 +132,7 @@ def patches() -> None:
               f"ratio {times[1] / max(times[0], 1e-6):.1f}x")
     crossovers()
     placement()
+    nearest_lines()
     for lines in (250, 500):
         parent, child = (text.splitlines() for text in against_the_matcher(lines))
         started = time.perf_counter()
@@ -159,6 +160,25 @@ def placement() -> None:
     print(f"placement among {len(known) - 1} programs of {trees[0].size} nodes, "
           f"{ted.distance_cells(*trees):.2e} cells a pair: {placed.cells:.2e} cells filled "
           f"(cap {MAX_PLACE_CELLS:.0e}), {time.perf_counter() - started:.4f} s")
+
+
+def nearest_lines() -> None:
+    """A patch error's "nearest program line" (``v4a._nearest``) on lines much alike and a long patch line, beside a
+    full difflib similarity against every line (what it computed before) on the smaller program."""
+    import difflib
+
+    from mstar_ray.reflect.v4a import _nearest
+    from tests.test_host_bounds import near_lines
+
+    for lines in (250, 2000):
+        program, text = near_lines(lines)
+        started = time.perf_counter()
+        _nearest(program, text)
+        print(f"nearest program line, {lines:,} lines: {time.perf_counter() - started:.4f} s")
+    program, text = near_lines(250)
+    started = time.perf_counter()
+    max(difflib.SequenceMatcher(None, text, line).ratio() for line in program)
+    print(f"  a full similarity per line, 250 lines: {time.perf_counter() - started:.4f} s")
 
 
 def crossovers() -> None:

@@ -358,3 +358,21 @@ def test_the_population_matrix_fills_at_most_its_budget_and_bounds_the_rest(monk
     assert np.array_equal(found, found.T) and not found.diagonal().any()
     for i, j in bounded:
         assert 0 <= found[i, j] <= exact_distance(trees[i], trees[j])  # a lower bound
+
+
+def near_lines(lines: int) -> tuple[list[str], str]:
+    """Program lines much alike and a long patch line like them all: a similarity against every line, each
+    quadratic in the two lengths, is what a patch error's "nearest program line" cost before."""
+    return [f"x = '{'ab' * 40}{i}'" for i in range(lines)], "x = '" + "ab" * 3000 + "'"
+
+
+def test_a_patch_errors_nearest_line_is_found_in_bounded_work():
+    """Before: over five minutes of traced lines at 2,000 program lines (a full similarity per line); now an
+    upper bound per line, linear in it, and at most ``_NEAREST_TRIED`` similarities of cut lines."""
+    runs = []
+    for lines in (250, 2000):
+        program, text = near_lines(lines)
+        runs.append(lines_run(lambda: v4a._nearest(program, text)))
+        assert v4a._nearest(program, text) is not None
+    assert runs[1] < 8 * runs[0]  # 8x the lines: linear at most
+    assert v4a._nearest(["a = 1", "", "def read(self, query):", "b = 2"], "def reed(self, query):") == 2

@@ -48,6 +48,7 @@ and ``trailing_blank``/``unprefixed_add`` in an Add File section.
 from __future__ import annotations
 
 import difflib
+import heapq
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -70,6 +71,7 @@ _DEF_OR_CLASS = re.compile(r"^\s*(?:async\s+def|def|class)\s")
 _CONTINUES = ("(", "[", "{", ",", "\\")
 # Fuzz levels, in the order tried: exact, trailing whitespace ignored, surrounding whitespace ignored.
 _LEVELS: tuple[Callable[[str], str], ...] = (lambda s: s, str.rstrip, str.strip)
+_NEAREST_CHARS, _NEAREST_TRIED = 200, 64  # see _nearest
 MAX_LEAD_TRIES = 32  # leading context lengths make_patch tries before taking all the lines since the last hunk
 _FIX_HINT = "After the one-character prefix (' ', '-' or '+') copy the program's line exactly."
 
@@ -417,13 +419,24 @@ def _first_occurrence(text: list[str], pattern: list[str]) -> int | None:
 
 
 def _nearest(lines: Sequence[str], text: str) -> int | None:
-    """The index of the program line most like ``text``, for error messages."""
-    scored = [
-        (difflib.SequenceMatcher(None, text.strip(), line.strip()).ratio(), -i)
-        for i, line in enumerate(lines)
-        if line.strip()
-    ]
-    return -max(scored)[1] if scored else None
+    """The index of the program line most like ``text``, for error messages. The lines are visited in decreasing
+    order of ``quick_ratio`` (an upper bound of the similarity, linear in a line) until none left can beat the
+    best found, at most ``_NEAREST_TRIED`` similarities computed, each of lines cut to ``_NEAREST_CHARS``: a
+    program's or a patch's lines (both untrusted) cannot make the message cost more than that."""
+    wanted = text.strip()[:_NEAREST_CHARS]
+    bounds = difflib.SequenceMatcher(None, "", wanted)  # the counts of ``wanted`` made once, for every line
+    ranked = []
+    for i, line in enumerate(lines):
+        if line.strip():
+            bounds.set_seq1(line.strip()[:_NEAREST_CHARS])
+            ranked.append((bounds.quick_ratio(), -i))
+    best = None
+    for bound, minus_i in heapq.nlargest(_NEAREST_TRIED, ranked):
+        if best is not None and bound < best[0]:
+            break
+        found = (difflib.SequenceMatcher(None, wanted, lines[-minus_i].strip()[:_NEAREST_CHARS]).ratio(), minus_i)
+        best = found if best is None else max(best, found)
+    return None if best is None else -best[1]
 
 
 def _nearest_note(lines: Sequence[str], text: str) -> str:
