@@ -588,36 +588,72 @@ def _interrupted(args: argparse.Namespace, exc: KeyboardInterrupt) -> int:
 
 def _internal_error(args: argparse.Namespace, exc: Exception) -> int:
     """One line naming the component that failed (the innermost frame of mstar-ray's own code) and where the
-    full traceback went: ``error.log`` in the run directory (else a temporary file), and stderr with --debug."""
+    full traceback went: ``error.log`` in the run directory (else a temporary file), and stderr with --debug.
+    Reporting never raises, and nothing on its way needs the working directory (no ``resolve()``, no ``cwd``): a
+    driver's may have vanished under it (Ray's runtime-env clean-up removes a job's ``working_dir``), and then
+    the report says so."""
     import datetime
-    import tempfile
     import traceback
 
-    text = "".join(traceback.format_exception(exc))
-    own = [frame for frame in traceback.extract_tb(exc.__traceback__)
-           if Path(frame.filename).resolve().is_relative_to(Path(__file__).resolve().parent)]
-    where = own[-1] if own else None
-    component = (f"{Path(where.filename).resolve().relative_to(Path(__file__).resolve().parents[1]).with_suffix('')}"
-                 .replace("/", ".") + f" ({where.name}, line {where.lineno})") if where else "mstar-ray"
-    folder = _run_dir(args)
-    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    record = f"--- {stamp}: mstar-ray {' '.join(sys.argv[1:])}\n{text}\n"
-    if folder is not None:
-        log = folder / "error.log"
-        with log.open("a", encoding="utf-8") as sink:
-            sink.write(record)
-    else:
-        handle, name = tempfile.mkstemp(prefix="mstar-ray-error-", suffix=".log")
-        with os.fdopen(handle, "w", encoding="utf-8") as sink:
-            sink.write(record)
-        log = Path(name)
-    summary = (str(exc).strip().splitlines() or [""])[0][:300]
+    text = _or(lambda: "".join(traceback.format_exception(exc)), f"{type(exc).__name__} (no traceback)\n")
+    component = _or(lambda: _component(exc), "mstar-ray")
+    stamp = _or(lambda: datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "")
+    log = _or(lambda: _keep_error(args, f"--- {stamp}: mstar-ray {' '.join(sys.argv[1:])}\n{text}\n"), None)
+    summary = _or(lambda: (str(exc).strip().splitlines() or [""])[0][:300], "")
     print(f"internal error in {component}: {type(exc).__name__}: {summary}", file=sys.stderr)
+    if not _or(lambda: os.path.isdir(os.getcwd()), False):
+        print("the working directory no longer exists: it was removed while mstar-ray ran (on a Ray node, the "
+              "runtime environment's clean-up removes a job's working_dir); paths relative to it cannot be used",
+              file=sys.stderr)
     if getattr(args, "debug", False):
         print(text, file=sys.stderr, end="")
+    elif log is None:
+        print(f"the traceback could not be written to a file; it follows\n{text}", file=sys.stderr, end="")
     else:
         print(f"the full traceback is in {log} (--debug prints it here); please report it", file=sys.stderr)
     return EXIT_INTERNAL
+
+
+def _or(step, fallback):
+    """``step()``, or ``fallback`` if it raised: the error path goes on whatever one of its steps met."""
+    try:
+        return step()
+    except Exception:  # noqa: BLE001 -- reporting one error must not end in another
+        return fallback
+
+
+def _component(exc: BaseException) -> str:
+    """The module and function of the innermost frame in mstar-ray's own code, read from the frames' file names
+    as they are (a frame's name may be relative, and resolving it would need the working directory)."""
+    import traceback
+
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        parts = frame.filename.replace(os.sep, "/").split("/")
+        if "mstar_ray" in parts[:-1] and parts[-1].endswith(".py"):
+            inside = parts[len(parts) - parts[::-1].index("mstar_ray") - 1:]
+            module = ".".join([*inside[:-1], inside[-1][:-3]])
+            return f"{module} ({frame.name}, line {frame.lineno})"
+    return "mstar-ray"
+
+
+def _keep_error(args: argparse.Namespace, record: str) -> Path:
+    """The record appended to the run directory's ``error.log``, else to a new temporary file (when the run
+    directory is gone, or is relative to a working directory that is)."""
+    import tempfile
+
+    folder = _or(lambda: _run_dir(args), None)
+    if folder is not None:
+        log = folder / "error.log"
+        try:
+            with log.open("a", encoding="utf-8") as sink:
+                sink.write(record)
+            return log
+        except OSError:
+            pass
+    handle, name = tempfile.mkstemp(prefix="mstar-ray-error-", suffix=".log")
+    with os.fdopen(handle, "w", encoding="utf-8") as sink:
+        sink.write(record)
+    return Path(name)
 
 
 if __name__ == "__main__":

@@ -446,14 +446,36 @@ def _metadata_description(node: ast.expr | None) -> str:
 
 
 def _methods_with_local_bases(
-    cls: ast.ClassDef, classes: dict[str, ast.ClassDef], seen: frozenset[str] = frozenset()
+    cls: ast.ClassDef, classes: dict[str, ast.ClassDef], visits: list[int] | None = None,
 ) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
-    """Methods defined on ``cls`` or inherited from classes defined in the same file."""
-    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
-    for base in reversed(cls.bases):
-        if isinstance(base, ast.Name) and base.id in classes and base.id not in seen:
-            methods.update(_methods_with_local_bases(classes[base.id], classes, seen | {cls.name}))
-    for stmt in cls.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            methods[stmt.name] = stmt
-    return methods
+    """Methods defined on ``cls`` or inherited from classes defined in the same file. Each class is resolved
+    once: a lattice of classes (each with two bases that share theirs) has exponentially many paths but only
+    as many classes and edges as its source holds, and walking paths made the checker run for minutes. Iterative,
+    so a chain of a thousand classes is no recursion either; a base being resolved (a cycle) adds nothing.
+    ``visits``: counts the bases looked at (the work), for the tests."""
+    resolved: dict[str, dict[str, ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+    resolving: set[str] = set()
+    stack: list[ast.ClassDef] = [cls]
+    while stack:
+        current = stack[-1]
+        if current.name in resolved:  # pushed by two classes before either resolved it
+            stack.pop()
+            continue
+        resolving.add(current.name)
+        bases = [classes[b.id] for b in current.bases if isinstance(b, ast.Name) and b.id in classes]
+        if visits is not None:
+            visits[0] += len(bases)
+        pending = [b for b in bases if b.name not in resolved and b.name not in resolving]
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        resolving.discard(current.name)
+        methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        for base in reversed(bases):
+            methods.update(resolved.get(base.name, {}))
+        for stmt in current.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                methods[stmt.name] = stmt
+        resolved[current.name] = methods
+    return resolved[cls.name]

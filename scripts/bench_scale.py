@@ -174,6 +174,7 @@ def one(candidates: int, evaluators: int, latency: float, nodes: int, run_dir: P
     """One simulated search of ``candidates`` children, then status, report and a resume's set-up on its directory."""
     from ray.cluster_utils import Cluster
 
+    from mstar_ray.driver.endgame import Endgame
     from mstar_ray.driver.policy import SearchPolicy
     from mstar_ray.driver.progress import Progress, ProgressState
     from mstar_ray.driver.recorder import RunRecorder
@@ -197,7 +198,7 @@ def one(candidates: int, evaluators: int, latency: float, nodes: int, run_dir: P
     timers.wrap(LogWriter, "append", "logs (append + fsync)")
     timers.wrap(SearchState, "apply", "state transitions")
     timers.wrap(SearchDriver, "_population_map", "structural clusters (end)")
-    timers.wrap(SearchDriver, "_side_evaluations", "confirmation and test (end)")
+    timers.wrap(Endgame, "_evaluate", "confirmation and test (end)")
     loop = {}
     original_drive = SearchPolicy.drive
 

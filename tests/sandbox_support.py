@@ -65,11 +65,13 @@ class FakeLLM:
 
     def __init__(self, delay_s: float = 0.0):
         self.requests: list[Any] = []
+        self.answered = 0  # requests whose answer was ready (after ``delay_s``)
         self.delay_s = delay_s
 
     def __call__(self, messages: list[dict[str, str]]) -> str:
         self.requests.append(messages)
         time.sleep(self.delay_s)
+        self.answered += 1
         return "an answer"
 
 

@@ -4,7 +4,11 @@ error.log (and on stderr with --debug)."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -82,3 +86,27 @@ def test_messages_name_the_users_file_and_what_is_not_a_run_directory(tmp_path, 
                         ["serve", str(folder), "--port", "0"], ["run", "--resume", str(folder)]):
             assert main(command) == 2, command
             assert f"{folder} is not a run directory" in capsys.readouterr().err, command
+def test_the_error_path_cannot_fail_when_the_working_directory_vanished(tmp_path):
+    """The issue's case: Ray's clean-up removed a running driver's working directory, and reporting the first
+    error raised FileNotFoundError from ``Path.resolve()`` (two tracebacks, no line naming the component). Here a
+    component fails in a frame whose file name is relative, in a process whose working directory is gone."""
+    gone = tmp_path / "working_dir"
+    script = textwrap.dedent(f"""
+        import argparse, os, sys
+        from mstar_ray import cli
+        os.mkdir({str(gone)!r}); os.chdir({str(gone)!r}); os.rmdir({str(gone)!r})
+
+        def broken(args):
+            exec(compile("raise RuntimeError('the component broke')", "mstar_ray/driver/policy.py", "exec"))
+
+        sys.exit(cli._handled(argparse.Namespace(handler=broken, command="run", run_dir="run", debug=False)))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    err = done.stderr.splitlines()
+    assert done.returncode == 3, done.stderr
+    assert err[0] == "internal error in mstar_ray.driver.policy (<module>, line 1): RuntimeError: the component broke"
+    assert err[1].startswith("the working directory no longer exists")
+    log = Path(err[2].removeprefix("the full traceback is in ").split(" (--debug")[0])
+    assert "Traceback" not in done.stderr and "RuntimeError: the component broke" in log.read_text()
+    log.unlink()

@@ -103,11 +103,10 @@ def test_a_server_that_answers_too_slowly_times_out():
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
         endpoint = ChatEndpoint("task", EndpointConfig(base_url=url, model="m", timeout_s=0.5, max_retries=1))
-        started = time.monotonic()
         with pytest.raises(EndpointError) as caught:
             LLMClient(endpoint).complete([{"role": "user", "content": "hi"}], step="answer")
+        # the behaviour, not the time it took: each of the two attempts ended by its 0.5 s timeout, none by the reply
         assert "timed out after 0.5 s" in str(caught.value) and "after 2 attempt(s)" in str(caught.value)
-        assert time.monotonic() - started < 10
     finally:
         server.shutdown()
 

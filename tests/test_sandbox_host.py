@@ -70,10 +70,10 @@ def test_a_request_frame_with_messages_of_its_own_is_refused(watch):
 
 def test_a_slow_llm_ends_the_call_at_its_deadline(watch):
     limits = SandboxLimits(call_timeout_s=2.0)
-    started = time.monotonic()
-    _, outcome = watch.run("llm_abuse", [read("structure")], limits, llm=FakeLLM(delay_s=30))
-    assert outcome.kind == "timeout"
-    assert time.monotonic() - started < 20  # the 30 s request was abandoned, not awaited
+    llm = FakeLLM(delay_s=30)
+    _, outcome = watch.run("llm_abuse", [read("structure")], limits, llm=llm)
+    assert outcome.kind == "timeout" and "did not finish within 2 s" in outcome.message
+    assert len(llm.requests) == 1 and llm.answered == 0  # the 30 s request was abandoned, not awaited
 
 
 @pytest.mark.parametrize("flood, limit", [("many", "texts"), ("huge", "characters"), ("stream", "toolkit requests")])
@@ -87,13 +87,13 @@ def test_an_embedding_flood_breaks_the_per_call_budget(watch, flood, limit):
 def test_embedding_stops_at_the_calls_deadline_not_after_the_work(watch):
     embed = FakeEmbed(delay_s=0.25)  # per chunk of 32 texts: the 2,048 allowed would take 16 s
     limits = SandboxLimits(call_timeout_s=2.0, embed_texts_per_call=2048)
-    started = time.monotonic()
     _, outcome = watch.run("embed_flood", [read("many")], limits, embed=embed)
     assert outcome.kind in {"timeout", "embed_budget"}
     if outcome.kind == "timeout":
-        assert time.monotonic() - started < 15
-        time.sleep(0.6)
-        assert embed.texts < 2048  # the abandoned work stopped at its next chunk
+        ended = embed.texts
+        assert ended < 2048  # the call ended before its work did
+        time.sleep(1.0)  # four chunks' time: the abandoned work would have gone on
+        assert embed.texts <= ended + 32  # it stopped at its next chunk (the one in flight may finish)
 
 
 @pytest.mark.parametrize("how", ["del_hang", "logger_hang"])

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from mstar_ray.sandbox_host.process import SandboxLimits
-from tests.sandbox_support import SECRET, WRITE, Victim, Watch, read
+from tests.sandbox_support import LIMITS, SECRET, WRITE, Victim, Watch, read
 
 
 @pytest.fixture(autouse=True)
@@ -60,13 +60,11 @@ def escaped(outcome) -> bool:
 
 
 def test_infinite_loop_in_write_is_killed_at_the_deadline(watch):
-    started = time.monotonic()
-    load, write, again = watch.run("loop_in_write", [WRITE, read()])
+    load, write, again = watch.run("loop_in_write", [WRITE, read()])  # the watch sees the candidate's process gone
     assert load.ok
-    assert write.kind == "timeout" and "killed" in write.message
+    assert write.kind == "timeout" and "killed" in write.message and f"within {LIMITS.call_timeout_s:g} s" in write.message
     assert write.violation
     assert again.kind == "timeout"  # the dead sandbox keeps answering with its cause
-    assert time.monotonic() - started < 30
 
 
 def test_busy_loop_in_read_is_killed_at_the_deadline(watch):
@@ -321,7 +319,5 @@ def test_links_to_outside_leave_the_outside_untouched(watch):
 @pytest.mark.parametrize("what", ["bytes", "inodes"])
 def test_filling_the_folder_is_a_violation_and_the_next_candidate_starts_empty(watch, what):
     limits = SandboxLimits(call_timeout_s=30.0, disk_mb=64, disk_inodes=2000)
-    started = time.monotonic()
-    _, outcome = watch.run("disk_flood", [read(what)], limits)
-    assert outcome.kind == "disk" and outcome.violation, outcome.describe()
-    assert time.monotonic() - started < 60
+    _, outcome = watch.run("disk_flood", [read(what)], limits)  # the watch starts the next candidate and checks it
+    assert outcome.kind == "disk" and outcome.violation, outcome.describe()  # the limit, not the 30 s deadline

@@ -161,3 +161,14 @@ def test_the_replay_is_the_same_whatever_process_runs_it():
 def test_an_empty_static_set_is_refused():
     with pytest.raises(ValueError, match="static set is empty"):
         Incumbent([], seed=0)
+
+
+def test_with_every_seed_passed_over_the_first_child_left_is_chosen_and_the_sentence_says_so():
+    """The issue's case: the best seed failed its test and no other seed was scored, so the next by the rule is a
+    child that no earlier program was set against (its challenge has no lead): the sentence must not need one."""
+    seed, child, weaker = member("s", [0.5] * 30, origin="seed"), member("c", [0.6] * 30), member("w", [0.2] * 30)
+    incumbent = replay([seed, child, weaker], STATIC, seed=0)
+    left = incumbent.without({"s"})
+    selection = left.select(None)
+    assert selection.chosen == "c" and selection.rule == "paired bootstrap"
+    assert "none of them a seed" in selection.how and "None" not in selection.how

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 import numpy as np
 import ray
 
-from mstar_ray.structure.matrix import Pair, assemble, block_distances, pair_blocks, pairwise
+from mstar_ray.structure.matrix import (
+    Pair, all_pairs, assemble, block_distances, bounded_distances, pair_blocks, pairwise, plan,
+)
 from mstar_ray.structure.tree import Tree
 
 
@@ -37,8 +39,9 @@ def pairwise_on_ray(trees: Sequence[Tree], blocks: int | None = None) -> np.ndar
         return pairwise(trees)  # a cluster with no CPU to lend (workers scaled away) would never run the tasks
     if blocks is None:
         blocks = 2 * cpus
-    split = pair_blocks(n, blocks)
+    exact, bounded = plan(trees, all_pairs(n))  # the matrix's total work bounded (matrix.MAX_MATRIX_CELLS)
+    split = pair_blocks(n, blocks, exact)
     # stored once: every task reads the same trees rather than each carrying its own copy
     shared = ray.put(list(trees))
     results = ray.get([block_task.remote(shared, pairs) for pairs in split])
-    return assemble(n, split, results)
+    return assemble(n, [*split, bounded], [*results, bounded_distances(trees, bounded)])

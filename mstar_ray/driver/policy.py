@@ -29,6 +29,7 @@ from mstar_ray.reflect.request import ReflectionRequest, sample_cases, shown_res
 from mstar_ray.results import EvalReport, stage_totals
 from mstar_ray.run_config import RunConfig
 from mstar_ray.search.cascade import cascade_rule, passes
+from mstar_ray.search.fix_report import fix_report
 from mstar_ray.search.jobs import EvalJob, EvalJobs, EvalOutcome
 from mstar_ray.search.parents import parent_rule
 from mstar_ray.search.population import Member
@@ -392,7 +393,7 @@ class SearchPolicy:
         v = report.violation
         request = ReflectionRequest(
             kind="runtime_fix", task_brief=self.task_brief, parent_id=candidate.id, parent_source=candidate.source,
-            parent_score=0.0, violation=f"during {v.phase}: [{v.kind}] {v.message}\n{v.traceback}".strip(),
+            parent_score=0.0, violation=fix_report(v, candidate.source),
             known_ids=sorted(self.state.seen), frozen_code=cfg.frozen_code, frozen_instructions=cfg.frozen_instructions,
             seed=candidate.fix_round, lineage=self.state.lineage(parent), iteration=candidate.iteration,
         )

@@ -1,6 +1,7 @@
-"""The observer the driver attaches to the search policy (``driver.policy.SearchObserver``): each transition,
-with what its evaluation left, goes to the run directory (programs, the candidates, results, llm_calls and
-events logs), and the live line gets the messages and the model requests' counts. The counts of the search
+"""The observer the driver attaches to the search policy (``driver.policy.SearchObserver``) and to the end of the
+search (``driver.endgame.EndgameObserver``): each transition, with what its evaluation left, goes to the run
+directory (programs, the candidates, results, llm_calls and events logs), as do the confirmation, the test and
+the choice; the live line gets the messages, the phase and the model requests' counts. The counts of the search
 itself are the policy's ``SearchState``, read where they are shown, never copied."""
 
 from __future__ import annotations
@@ -10,7 +11,11 @@ from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.reflect.reflector import Child, ReflectionOutcome
 from mstar_ray.reflect.request import ReflectionRequest
+from mstar_ray.search.jobs import EvalOutcome
+from mstar_ray.search.population import Member
+from mstar_ray.search.selection import Selection
 from mstar_ray.state.candidate import Candidate
+from mstar_ray.state.search_state import SearchState
 from mstar_ray.state.transitions import Duplicate, Evaluated, Failed, Queued, Screened, Transition, Violated
 
 
@@ -60,3 +65,24 @@ class RunRecorder:
 
     def say(self, text: str) -> None:
         self.progress.message(text)
+
+    # ---------------------------------------------------------------------------------- the end of the search
+
+    def phase(self, name: str, search: SearchState) -> None:
+        self.shown.phase = name
+        self.progress.update(self.shown, search, force=True)
+
+    def side_evaluated(self, member: Member, outcome: EvalOutcome, splits: dict[str, str]) -> None:
+        self.run_dir.write_evaluation(Candidate(**member.identity()), outcome, splits)
+
+    def side_failed(self, member_id: str, purpose: str, error: str) -> None:
+        self.run_dir.event("failed", candidate=member_id, work="evaluation", purpose=purpose, detail=error)
+
+    def side_retried(self, member_id: str, purpose: str, error: str) -> None:
+        self.progress.message(f"an evaluator died under the {purpose} of {member_id}; re-issuing it")
+        self.run_dir.event("retried", candidate=member_id, work="evaluation", purpose=purpose, detail=error)
+
+    def chosen(self, member_id: str, selection: Selection) -> None:
+        self.progress.message(f"final program {member_id}: {selection.how}")
+        self.run_dir.event("finished", candidate=member_id, work="selection", purpose=selection.rule,
+                           detail=f"selection ({selection.rule}): {selection.how}")

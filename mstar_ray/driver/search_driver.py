@@ -1,6 +1,6 @@
 """The search driver: the Ray side of a search. It sets up the run's services and the worker pools, hands
-the policy's work (``driver.policy``) to idle actors and the results back to the policy, keeps the live line
-and ``live.json`` current, and at the end confirms, tests and maps the population.
+the policy's work (``driver.policy``, then the end of the search: ``driver.endgame``) to idle actors and the
+results back, keeps the live line and ``live.json`` current, and at the end maps the population.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from mstar_ray.actors.run_services import start_run_services
 from mstar_ray.actors.structure_tasks import population_matrix
 from mstar_ray.actors.wiring import RoleClients
 from mstar_ray.driver.cluster import check_sandboxes, pool_size, schedulable_resources
+from mstar_ray.driver.endgame import Endgame
 from mstar_ray.driver.node_watch import NodeWatch
-from mstar_ray.driver.policy import WAIT_S, FatalRunError, SearchPolicy, infrastructure_failure
+from mstar_ray.driver.policy import WAIT_S, FatalRunError, SearchPolicy
 from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.recorder import RunRecorder
 from mstar_ray.driver.run_dir import RunDir
@@ -30,19 +31,15 @@ from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog.live import InFlight
 from mstar_ray.search.jobs import EvalJob, EvalOutcome
 from mstar_ray.search.population import Member
-from mstar_ray.search.selection import Confirmation, Selection
+from mstar_ray.search.selection import Selection
 from mstar_ray.search.work import WorkKind
 from mstar_ray.search.split import SplitPlan
-from mstar_ray.search.work import Crashed, Raised, Work
-from mstar_ray.state.candidate import Candidate, Seed
+from mstar_ray.state.candidate import Seed
 from mstar_ray.state.search_state import SearchState
 from mstar_ray.structure.population_map import PopulationMap, map_population
 from mstar_ray.tasks.model import Task
 
 LIVE_INTERVAL_S = 2.0  # live.json is rewritten at most this often
-# Programs tested in turn after the chosen one broke the contract (or failed) on the test, each the next by the
-# selection rule without those before it: a poisoned choice costs a few test evaluations, never the run.
-MAX_TEST_FALLBACKS = 3
 
 
 @dataclass
@@ -76,6 +73,7 @@ class SearchDriver:
         self.progress = progress
         self.shown = ProgressState(target=config.search.max_candidates)  # the counts are the policy's state
         self._best_shown: str | None = None  # the incumbent whose interval the live line shows
+        self._returned: Member | None = None  # the program the end of the search chose, once it has
         self._live_at = 0.0
         self._live: dict | None = None
         self.node_watch = NodeWatch()
@@ -112,8 +110,9 @@ class SearchDriver:
                 f"{spare:g} remain beside {evaluators} evaluators; lower it (0 is fine: reflectors mostly wait)")
         self.pool = WorkerPool(self.workers or {"evaluate": self._new_evaluator, "reflect": self._new_reflector},
                                {"evaluate": evaluators, "reflect": reflectors})
-        self.policy = SearchPolicy(cfg, self.task, self.plan, RunRecorder(self.run_dir, self.progress, self.shown),
-                                   evaluators=evaluators, llm_spent=lambda: self.usage.stop)
+        self.recorder = RunRecorder(self.run_dir, self.progress, self.shown)
+        self.policy = SearchPolicy(cfg, self.task, self.plan, self.recorder, evaluators=evaluators,
+                                   llm_spent=lambda: self.usage.stop)
         self.progress.message(check_sandboxes(self.pool.all_actors(), self.progress.message))
         split = self.plan.split
         evidence = "" if split.static_evidence is None else f", holding {split.static_evidence:.0%} of the static evidence"
@@ -177,9 +176,11 @@ class SearchDriver:
         if show:
             self.progress.update(self.shown, self.policy.state)
 
-    def _show_best(self) -> None:
-        """The incumbent and its interval (a bootstrap: worked out once per incumbent, not per turn)."""
-        best = self.policy.incumbent.best
+    def _show_best(self, returned: Member | None = None) -> None:
+        """The incumbent, or once the end of the search chose it the ``returned`` program, with its interval (a
+        bootstrap: worked out once per program shown, not per turn)."""
+        best = returned or self._returned or self.policy.incumbent.best
+        self._returned = returned or self._returned
         if best is not None and best.id != self._best_shown:
             self.shown.best_score = best.score
             self.shown.best_low, self.shown.best_high = self.policy.incumbent.interval(best)
@@ -202,98 +203,10 @@ class SearchDriver:
 
     # ------------------------------------------------------------------------------------------ the end
 
-    def _side_evaluations(self, members: list[Member], purpose: str, question_ids: list[str],
-                          texts: list[str]) -> tuple[dict[str, EvalOutcome], dict[str, str]]:
-        """Evaluations outside the search (the confirmation, the test), waited for with the live line and
-        ``live.json`` showing how far each has got. A program that learns from feedback gets it on the static
-        questions first, as in the search it got it on rotating questions before the static ones; those answers
-        are neither scored nor logged here. Returns the outcomes and, by member, why one has none: as in the
-        search, an evaluation that raised is that program's failure (logged as a ``failed`` event), and only
-        the infrastructure's errors stop the run."""
-        jobs = {m.id: self.policy.jobs.after_search(m.id, m.source, purpose, question_ids, texts) for m in members}
-        waiting = [Work("evaluate", jobs[m.id]) for m in members]
-        outcomes: dict[str, EvalOutcome] = {}
-        failures: dict[str, str] = {}
-        while waiting or self.pool.busy():
-            while waiting and self.pool.idle("evaluate"):
-                self.pool.submit(waiting.pop(0))
-            for done in self.pool.next_finished(WAIT_S):
-                job = done.work.payload
-                if isinstance(done, Crashed):
-                    self.progress.message(f"an evaluator died under the {purpose} of {job.candidate_id}; re-issuing it")
-                    waiting.append(done.work)
-                elif isinstance(done, Raised):
-                    if infrastructure_failure(done.error):
-                        raise FatalRunError(f"the {purpose} evaluation of {job.candidate_id} raised "
-                                            f"{type(done.error).__name__}: {done.error}")
-                    failures[job.candidate_id] = error = (f"its {purpose} evaluation raised "
-                                                          f"{type(done.error).__name__}: {done.error}")[:2000]
-                    self.progress.message(f"{job.candidate_id}: {error[:300]}")
-                    self.run_dir.event("failed", candidate=job.candidate_id, work="evaluation", purpose=purpose,
-                                       detail=error)
-                else:
-                    report = done.value.report.without(job.feedback_ids)
-                    outcomes[job.candidate_id] = done.value.model_copy(update={"report": report})
-            self._refresh(jobs=[jobs[i] for i in jobs if i not in outcomes and i not in failures])
-        split = "test" if purpose == "test" else "confirmation"
-        for m in members:
-            if m.id in outcomes:
-                self.run_dir.write_evaluation(Candidate(**m.identity()), outcomes[m.id], {q: split for q in question_ids})
-                violation = outcomes[m.id].report.violation
-                if violation is not None:
-                    failures[m.id] = f"it broke the contract during the {purpose} ({violation.phase}): " \
-                                     f"[{violation.kind}] {violation.message}"[:2000]
-                    self.progress.message(f"{m.id}: {failures[m.id][:300]}")
-        return outcomes, failures
-
-    def _confirmation(self, disqualified: dict[str, str]) -> Confirmation | None:
-        """The incumbent and the strongest contender (higher static score, within the noise) on the
-        confirmation slice, with the evidence of its questions written; None when there is nothing to
-        confirm or no slice to do it on, or when either broke the contract or failed there (it goes into
-        ``disqualified``, with why)."""
-        incumbent = self.policy.incumbent
-        contender = incumbent.contender()
-        questions = self.plan.split.confirmation
-        if contender is None or contender.verdict == "replaces" or not questions:
-            return None
-        pair = [incumbent.best, self.policy.state.population.get(contender.challenger)]
-        self.shown.phase = "confirming"
-        self.progress.message(f"confirming: {pair[1].id} scored {contender.lead:+.3f} above the best {pair[0].id}, "
-                              f"within the noise; both on {len(questions)} fresh validation questions")
-        outcomes, failures = self._side_evaluations(pair, "confirm", questions, self.plan.written(questions))
-        if failures:
-            if not self.policy.stop_reason().spent:  # a budget spent under it is no program's doing
-                disqualified.update(failures)
-            return None
-        return Confirmation(incumbent=pair[0].id, contender=pair[1].id, questions=len(questions),
-                            incumbent_score=outcomes[pair[0].id].static_score,
-                            contender_score=outcomes[pair[1].id].static_score)
-
-    def _test_texts(self) -> list[str]:
-        """Every text of the task, or ``split.test_texts`` of them (those holding the test questions' evidence
-        and those covering them best) when the run bounds what its test writes."""
-        return self.plan.split.test_texts or [t.id for t in self.task.texts]
-
     def _final(self) -> RunResult:
-        population = self.policy.state.population
-        if not len(population):
-            raise FatalRunError("no seed program could be evaluated without a runtime violation")
-        spent = self.policy.stop_reason().spent
-        disqualified: dict[str, str] = {}  # by member id: why it cannot be the run's program
-        confirmation = None if spent else self._confirmation(disqualified)
-        selection = self._select(confirmation, disqualified) or self.policy.incumbent.select(confirmation)
-        best = population.get(selection.chosen)
-        self.progress.message(f"final program {best.id}: {selection.how}")
-        self.run_dir.event("finished", candidate=best.id, work="selection", purpose=selection.rule,
-                           detail=f"selection ({selection.rule}): {selection.how}")
-        seeds = [m for m in population.members if m.origin == "seed"]
-        best_seed = max(seeds, key=lambda m: m.score)
-        tests: dict[str, EvalOutcome] = {}
-        failures = dict(disqualified)
-        if self.plan.split.test and not spent:
-            self.shown.phase = "testing the best"
-            self.progress.update(self.shown, self.policy.state, force=True)
-            selection, best = self._test(selection, best, best_seed, tests, failures, disqualified)
+        """The policy's end of the search (``driver.endgame``) through the same pool, then the population map."""
+        ending = Endgame(self.policy, self.recorder, test_texts=self._test_texts()).run(self.pool, self._refresh)
+        self._show_best(ending.best)  # from here the live line shows what the run returns, not the incumbent
         self.pool.shutdown()  # done: their CPUs go to the distance tasks
         population_map = self._population_map()
         self.shown.phase = "done"
@@ -301,54 +214,14 @@ class SearchDriver:
         self._refresh(show=False, jobs=[])
         self.run_dir.clear_live()
         self.progress.close(self.shown, self.policy.state)
-        return RunResult(best=best, best_seed=best_seed, tests=tests, selection=selection,
-                         wall_s=time.monotonic() - self.policy.started,
-                         stop_reason=str(stop_reason), population_map=population_map, side_failures=failures)
+        return RunResult(best=ending.best, best_seed=ending.best_seed, tests=ending.tests, selection=ending.selection,
+                         wall_s=time.monotonic() - self.policy.started, stop_reason=str(stop_reason),
+                         population_map=population_map, side_failures=ending.failures)
 
-    def _select(self, confirmation: Confirmation | None, disqualified: dict[str, str]) -> Selection | None:
-        """The selection rule over every program but the ``disqualified`` (None when it leaves none), its ``how``
-        saying which were passed over and why."""
-        if not disqualified:
-            return self.policy.incumbent.select(confirmation)
-        incumbent = self.policy.incumbent.without(set(disqualified))
-        if incumbent is None:
-            return None
-        if confirmation is not None and {confirmation.incumbent, confirmation.contender} & set(disqualified):
-            confirmation = None
-        try:
-            selection = incumbent.select(confirmation)
-        except ValueError:  # the confirmation was of another pair than this incumbent's
-            selection = incumbent.select(None)
-        passed = "; ".join(f"{member} was passed over: {why}" for member, why in disqualified.items())
-        return selection.model_copy(update={"how": f"{selection.how} ({passed})"})
-
-    def _test(self, selection: Selection, best: Member, best_seed: Member, tests: dict[str, EvalOutcome],
-              failures: dict[str, str], disqualified: dict[str, str]) -> tuple[Selection, Member]:
-        """The chosen program and the best seed on the test questions. A chosen program that breaks the contract
-        or fails there gives way to the next one by the selection rule, tested in turn (up to
-        ``MAX_TEST_FALLBACKS``): the run still ends with a tested program, and the selection says why."""
-        population = self.policy.state.population
-        fallbacks = 0
-        while True:
-            wanted = {m.id: m for m in ([best] if fallbacks else [best, best_seed])}  # the best may be the best seed
-            members = [m for i, m in wanted.items() if i not in tests and i not in failures]
-            if members:
-                outcomes, failed = self._side_evaluations(members, "test", self.plan.split.test, self._test_texts())
-                tests.update(outcomes)
-                failures.update(failed)
-            # The budget spent under the test is no program's doing: nothing more is tested then.
-            if best.id not in failures or fallbacks == MAX_TEST_FALLBACKS or self.policy.stop_reason().spent:
-                break
-            disqualified[best.id] = failures[best.id]
-            fallback = self._select(None, disqualified)
-            if fallback is None:
-                break
-            self.progress.message(f"{best.id} cannot be the final program ({failures[best.id][:200]}); the next by "
-                                  f"the selection rule is {fallback.chosen}")
-            selection, best, fallbacks = fallback, population.get(fallback.chosen), fallbacks + 1
-            self.run_dir.event("finished", candidate=best.id, work="selection", purpose=selection.rule,
-                               detail=f"selection ({selection.rule}): {selection.how}")
-        return selection, best
+    def _test_texts(self) -> list[str]:
+        """Every text of the task, or ``split.test_texts`` of them (those holding the test questions' evidence
+        and those covering them best) when the run bounds what its test writes."""
+        return self.plan.split.test_texts or [t.id for t in self.task.texts]
 
     def _population_map(self) -> PopulationMap | None:
         """The population's structural clusters and map (its distance matrix as Ray tasks over the cluster once it

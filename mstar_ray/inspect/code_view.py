@@ -5,12 +5,12 @@ program or a commit message is data, never markup."""
 
 from __future__ import annotations
 
-import difflib
 import html
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from mstar_ray.inspect.figures import plural, shortened
+from mstar_ray.line_diff import unified_diff
 
 # A report of a long run stays readable and small: the returned program's ancestry always, then the best of
 # the rest (with their ancestors, so the tree stays connected), up to this many diffs and tree entries.
@@ -109,7 +109,7 @@ def lineage_tree(nodes: dict[str, Node], returned: str) -> str:
 def diff_lines(before: str, after: str, before_name: str, after_name: str) -> list[tuple[str, str]]:
     """A unified diff as (kind, line): add, del, hunk (a hunk header) or ctx; the text as it is (not escaped)."""
     lines = []
-    for line in difflib.unified_diff(before.splitlines(), after.splitlines(), before_name, after_name, lineterm=""):
+    for line in unified_diff(before, after, before_name, after_name).lines:  # bounded work: mstar_ray.line_diff
         kind = ("add" if line.startswith("+") and not line.startswith("+++") else
                 "del" if line.startswith("-") and not line.startswith("---") else
                 "hunk" if line.startswith("@@") else "ctx")

@@ -7,7 +7,6 @@ against its parent, the returned program's source)."""
 from __future__ import annotations
 
 import base64
-import difflib
 import html
 import io
 import json
@@ -26,6 +25,7 @@ from mstar_ray.inspect.page import inline_views  # noqa: E402
 from mstar_ray.inspect.snapshot import run_snapshot  # noqa: E402
 from mstar_ray.inspect.code_view import STYLE, Node, diffs_section, lineage_tree, source_html  # noqa: E402
 from mstar_ray.inspect.status import chosen, metrics, run_config_of, tested  # noqa: E402
+from mstar_ray.line_diff import unified_diff  # noqa: E402
 from mstar_ray.run_config import load_run_config  # noqa: E402
 from mstar_ray.runlog import layout  # noqa: E402
 from mstar_ray.runlog.reader import read_rows  # noqa: E402
@@ -253,8 +253,8 @@ def build_report(run_dir: Path) -> str:
     best_row = next(r for r in evaluated if r.id == best_id)
     seed_rows = [r for r in evaluated if r.origin == "seed"]
     seed_id = _seed_of(best_row.id, by_id)
-    diff = "".join(difflib.unified_diff(by_id[seed_id].source.splitlines(True), by_id[best_row.id].source.splitlines(True),
-                                        "seed.py", "best.py")) if seed_id and seed_id != best_row.id else "(the best program is a seed)"
+    diff = "".join(line + "\n" for line in unified_diff(by_id[seed_id].source, by_id[best_row.id].source, "seed.py",
+                                                         "best.py").lines) if seed_id and seed_id != best_row.id else "(the best program is a seed)"
     nodes = {r.id: Node(id=r.id, parent=r.parent, origin=r.origin, commit_message=r.commit_message or "",
                         score=r.static_score, status=r.status) for r in rows + screened}
 

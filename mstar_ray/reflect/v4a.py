@@ -48,10 +48,13 @@ and ``trailing_blank``/``unprefixed_add`` in an Add File section.
 from __future__ import annotations
 
 import difflib
+import heapq
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+
+from mstar_ray.line_diff import align
 
 BEGIN = "*** Begin Patch"
 END = "*** End Patch"
@@ -68,6 +71,8 @@ _DEF_OR_CLASS = re.compile(r"^\s*(?:async\s+def|def|class)\s")
 _CONTINUES = ("(", "[", "{", ",", "\\")
 # Fuzz levels, in the order tried: exact, trailing whitespace ignored, surrounding whitespace ignored.
 _LEVELS: tuple[Callable[[str], str], ...] = (lambda s: s, str.rstrip, str.strip)
+_NEAREST_CHARS, _NEAREST_TRIED = 200, 64  # see _nearest
+MAX_LEAD_TRIES = 32  # leading context lengths make_patch tries before taking all the lines since the last hunk
 _FIX_HINT = "After the one-character prefix (' ', '-' or '+') copy the program's line exactly."
 
 
@@ -370,29 +375,68 @@ def _find_line(lines: Sequence[str], text: str, start: int, *, prefix: bool = Fa
     return None
 
 
-def _find_block(lines: Sequence[str], block: Sequence[str], start: int, eof: bool) -> tuple[int, int] | None:
-    """Where ``block`` first occurs at or after ``start``, and the fuzz level that found it."""
+def _find_block(
+    lines: Sequence[str], block: Sequence[str], start: int, eof: bool, end: int | None = None
+) -> tuple[int, int] | None:
+    """Where ``block`` first occurs at or after ``start`` (and within ``lines[:end]``), and the fuzz level that
+    found it. Found in time linear in the lines searched, whatever they repeat (``_first_occurrence``)."""
     if not block:
         return (len(lines) if eof else start), 0
     last = len(lines) - len(block)
     # Like the reference tool, a hunk marked End of File tries the end first, at every fuzz level.
-    for positions in ([last] if eof and last >= start else [], range(start, last + 1)):
+    if eof and last >= start:
         for level, norm in enumerate(_LEVELS):
-            target = [norm(line) for line in block]
-            for pos in positions:
-                if all(norm(lines[pos + i]) == want for i, want in enumerate(target)):
-                    return pos, level
+            if all(norm(lines[last + i]) == norm(want) for i, want in enumerate(block)):
+                return last, level
+    end = len(lines) if end is None else min(end, len(lines))
+    for level, norm in enumerate(_LEVELS):
+        found = _first_occurrence([norm(line) for line in lines[start:end]], [norm(line) for line in block])
+        if found is not None:
+            return start + found, level
+    return None
+
+
+def _first_occurrence(text: list[str], pattern: list[str]) -> int | None:
+    """Knuth-Morris-Pratt: the first index where ``pattern`` occurs in ``text``, in ``len(text) + len(pattern)``
+    comparisons at most twice over (a candidate program's lines may repeat to make a naive scan quadratic)."""
+    border = [0] * len(pattern)
+    k = 0
+    for i in range(1, len(pattern)):
+        while k and pattern[i] != pattern[k]:
+            k = border[k - 1]
+        if pattern[i] == pattern[k]:
+            k += 1
+        border[i] = k
+    k = 0
+    for i, line in enumerate(text):
+        while k and line != pattern[k]:
+            k = border[k - 1]
+        if line == pattern[k]:
+            k += 1
+        if k == len(pattern):
+            return i - k + 1
     return None
 
 
 def _nearest(lines: Sequence[str], text: str) -> int | None:
-    """The index of the program line most like ``text``, for error messages."""
-    scored = [
-        (difflib.SequenceMatcher(None, text.strip(), line.strip()).ratio(), -i)
-        for i, line in enumerate(lines)
-        if line.strip()
-    ]
-    return -max(scored)[1] if scored else None
+    """The index of the program line most like ``text``, for error messages. The lines are visited in decreasing
+    order of ``quick_ratio`` (an upper bound of the similarity, linear in a line) until none left can beat the
+    best found, at most ``_NEAREST_TRIED`` similarities computed, each of lines cut to ``_NEAREST_CHARS``: a
+    program's or a patch's lines (both untrusted) cannot make the message cost more than that."""
+    wanted = text.strip()[:_NEAREST_CHARS]
+    bounds = difflib.SequenceMatcher(None, "", wanted)  # the counts of ``wanted`` made once, for every line
+    ranked = []
+    for i, line in enumerate(lines):
+        if line.strip():
+            bounds.set_seq1(line.strip()[:_NEAREST_CHARS])
+            ranked.append((bounds.quick_ratio(), -i))
+    best = None
+    for bound, minus_i in heapq.nlargest(_NEAREST_TRIED, ranked):
+        if best is not None and bound < best[0]:
+            break
+        found = (difflib.SequenceMatcher(None, wanted, lines[-minus_i].strip()[:_NEAREST_CHARS]).ratio(), minus_i)
+        best = found if best is None else max(best, found)
+    return None if best is None else -best[1]
 
 
 def _nearest_note(lines: Sequence[str], text: str) -> str:
@@ -655,9 +699,12 @@ def _added_lines(body: list[_Line]) -> Iterator[tuple[_Line, bool]]:
 def make_patch(old: str, new: str, *, path: str = "program.py", context: int = 3) -> str:
     """A V4A patch that turns ``old`` into ``new`` when applied strictly.
 
-    Hunks come from difflib with ``context`` lines around each change. A hunk whose lines would first
-    match elsewhere gets the nearest enclosing ``def``/``class`` line(s) as ``@@`` anchors, or, failing
-    that, more leading context (up to where the previous hunk ended, which always disambiguates).
+    Hunks come from ``line_diff.align`` with ``context`` lines around each change (difflib's, within a work
+    budget; past it, the changed middle is one hunk). A hunk whose lines would first match elsewhere gets the
+    nearest enclosing ``def``/``class`` line(s) as ``@@`` anchors, or, failing that, more leading context: the
+    least of up to ``MAX_LEAD_TRIES`` lines, else all of it back to where the previous hunk ended, which always
+    disambiguates. Each try searches only the lines between the previous hunk and this one, so the work is linear
+    in the program's lines for each try.
     """
     if old == new:
         raise PatchError("empty change")
@@ -666,7 +713,7 @@ def make_patch(old: str, new: str, *, path: str = "program.py", context: int = 3
     a, b = _split(old), _split(new)
     out = [BEGIN, f"*** Update File: {path}"]
     cursor = 0
-    for group in difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(context):
+    for group in align(a, b, context, autojunk=False).groups:  # bounded work on candidate source
         first, stop = group[0][1], group[-1][2]
         body = list(_opcode_lines(group, a, b))
         anchors, lead = _disambiguate(a, [line[1:] for line in body if line[0] != "+"], first, stop, cursor)
@@ -702,7 +749,9 @@ def _disambiguate(
             if k is None:
                 return False
             start = k + 1
-        found = _find_block(a, a[first - lead : first] + block, start, eof)
+        wanted = a[first - lead : first] + block
+        # an occurrence starting past first - lead cannot make it the first: the search stops there
+        found = _find_block(a, wanted, start, eof, end=first - lead + len(wanted))
         return found is not None and found[0] == first - lead
 
     if lands([], 0):
@@ -711,7 +760,7 @@ def _disambiguate(
     for anchors in [[line] for line in chain] + [chain[::-1]]:
         if anchors and lands(anchors, 0):
             return anchors, 0
-    for lead in range(1, first - cursor):
+    for lead in range(1, min(first - cursor, MAX_LEAD_TRIES + 1)):
         if lands([], lead):
             return [], lead
     # Leading context reaching back to where the previous hunk ended matches right there.

@@ -77,8 +77,12 @@ class EvalJobs:
         self.items = {q.id: q for q in task.items}
 
     def questions(self, iteration: int) -> list[str]:
-        """A search evaluation's questions: the static set, then the iteration's rotating questions."""
-        return list(dict.fromkeys(self.plan.split.static + self.plan.rotating(iteration)))
+        """A search evaluation's questions in the order the program reads them: the iteration's rotating questions,
+        then the static set. Whatever the program returns on a rotating question (its answer, context, error) is
+        what a reflector may be shown; read first, it was written before the program saw any question that scores
+        it, so it cannot carry one."""
+        static = self.plan.split.static
+        return [q for q in dict.fromkeys(self.plan.rotating(iteration)) if q not in static] + list(static)
 
     def search(self, candidate_id: str, source: str, iteration: int) -> EvalJob:
         # The rotating questions are the feedback slice of a program that learns from feedback (MemRL): they are

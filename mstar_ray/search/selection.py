@@ -141,8 +141,11 @@ class Incumbent:
                 how = f"the best seed {best.id} by static score: no child was better beyond the noise{waiting}"
                 return Selection(chosen=best.id, rule="best seed", how=how, replacements=self.replacements)
             last = self.replacements[-1]
-            how = (f"{best.id} replaced {last.incumbent} with a static lead of {last.lead:+.3f}, paired bootstrap "
-                   f"{self.level:.0%} interval [{last.low:+.3f}, {last.high:+.3f}] above zero{waiting}")
+            if last.incumbent is None:  # no seed left (each failed or was passed over): the first program scored
+                how = f"{best.id} has the highest static score of the programs left, none of them a seed{waiting}"
+            else:
+                how = (f"{best.id} replaced {last.incumbent} with a static lead of {last.lead:+.3f}, paired bootstrap "
+                       f"{self.level:.0%} interval [{last.low:+.3f}, {last.high:+.3f}] above zero{waiting}")
             return Selection(chosen=best.id, rule="paired bootstrap", how=how, replacements=self.replacements)
         if {confirmation.incumbent, confirmation.contender} != {best.id, contender.challenger}:
             raise ValueError("the confirmation is not of the incumbent and the contender")

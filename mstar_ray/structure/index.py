@@ -4,6 +4,12 @@ population's clusters at the end.
 
 Sources are parsed here, never run. A program whose tree cannot be built (a parser limit) gets no key
 and no novelty; it is still evaluated, and its sandbox decides what it is worth.
+
+Placing a program runs in the driver's loop, so its work is bounded by construction, whatever the program's shape:
+the parse and the key are linear in a tree the checker's caps bound (``MAX_TREE_NODES``, ``MAX_TREE_DEPTH``), the
+label bounds of all known trees are one vectorised pass, and the tree edit distances (to the parent, then to the
+nearest known programs) fill at most ``MAX_PLACE_CELLS`` table cells in all, 0.3 s idle and under a second on a busy
+machine (``scripts/bench_host_bounds.py``); past it a distance is its label lower bound.
 """
 
 from __future__ import annotations
@@ -11,8 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mstar_ray.structure.nearest import NearestIndex
-from mstar_ray.structure.ted import normalised_distance
+from mstar_ray.structure.ted import MAX_DISTANCE_CELLS, distance_with_cells, normalise
 from mstar_ray.structure.tree import Level, Tree, program_tree, structural_key
+
+MAX_PLACE_CELLS = MAX_DISTANCE_CELLS  # one distance at its cap: the parent's, then the nearest within what is left
 
 
 @dataclass(frozen=True)
@@ -24,6 +32,7 @@ class Placement:
     to_parent: float | None  # normalised tree edit distance to its parent
     to_population: float | None  # to the nearest known program
     tree: Tree | None = None
+    cells: int = 0  # the table cells its distances filled (at most MAX_PLACE_CELLS)
 
 
 class StructureIndex:
@@ -43,9 +52,15 @@ class StructureIndex:
         if read is None:
             return Placement(None, None, None, None)
         key, tree = read
-        to_parent = normalised_distance(tree, self._trees[parent]) if parent in self._trees else None
-        to_population = self._nearest.nearest(tree, within=float("inf") if to_parent is None else to_parent)
-        return Placement(key, self._first_by_key.get(key), to_parent, to_population, tree)
+        to_parent, cells = None, 0
+        if parent in self._trees:
+            distance, cells = distance_with_cells(tree, self._trees[parent])
+            to_parent = normalise(distance, tree.size, self._trees[parent].size)
+        before = self._nearest.cells
+        to_population = self._nearest.nearest(tree, within=float("inf") if to_parent is None else to_parent,
+                                               budget=MAX_PLACE_CELLS - cells)
+        cells += self._nearest.cells - before
+        return Placement(key, self._first_by_key.get(key), to_parent, to_population, tree, cells)
 
     def learn(self, program_id: str, source: str) -> None:
         """Know a program without placing it (a resume, or a report, re-reading a population)."""

@@ -14,6 +14,11 @@ distances, a millisecond or more each: a few minutes at a thousand programs, day
 Candidates are visited in increasing order of their bound, each one's exact distance computed, until the next
 bound is no smaller than the best distance found: every tree not visited is at least that far. The normalised
 distance ``2d / (|a| + |b| + d)`` grows with ``d``, so the bound carries over to it.
+
+The work is bounded whatever the programs' shapes: each distance by ``ted.MAX_DISTANCE_CELLS`` (past it, the
+pair's label bound), and each search by its budget of cells (``MAX_NEAREST_CELLS`` unless the caller gives less):
+a pair whose cells would take the search past it is not computed, and the answer is that candidate's bound, a
+lower bound of the nearest distance.
 """
 
 from __future__ import annotations
@@ -22,10 +27,13 @@ import hashlib
 
 import numpy as np
 
-from mstar_ray.structure.ted import normalised_distance
+from mstar_ray.structure.ted import MAX_DISTANCE_CELLS, distance_cells, distance_with_cells, normalise
 from mstar_ray.structure.tree import Tree
 
 BUCKETS = 256
+# The table cells one search may fill (a few pairs at the cap): a newcomer is placed in bounded time however many
+# programs are known, its distance past the budget the next candidate's lower bound.
+MAX_NEAREST_CELLS = 4 * MAX_DISTANCE_CELLS
 
 
 def digest(tree: Tree) -> bytes:
@@ -46,6 +54,8 @@ class NearestIndex:
         self._sizes = np.zeros(16, dtype=np.int64)
         self._counts = np.zeros((16, BUCKETS), dtype=np.int32)
         self.computed = 0  # exact distances computed by ``nearest`` so far (what the bound did not spare)
+        self.cells = 0  # table cells the exact distances filled, in all (the work)
+        self.cut_short = 0  # searches that spent ``MAX_NEAREST_CELLS`` and answered with a bound
 
     def __len__(self) -> int:
         return len(self._trees)
@@ -63,9 +73,11 @@ class NearestIndex:
         self._sizes[row] = tree.size
         self._counts[row] = label_counts(tree)
 
-    def nearest(self, tree: Tree, within: float = float("inf")) -> float | None:
+    def nearest(self, tree: Tree, within: float = float("inf"), budget: int | None = None) -> float | None:
         """The least normalised distance from ``tree`` to a known tree; None when none is known. ``within``: the
-        distance to one of the known trees (its parent's), which spares every tree the bound puts beyond it."""
+        distance to one of the known trees (its parent's), which spares every tree the bound puts beyond it.
+        ``budget``: the table cells the search may fill (``MAX_NEAREST_CELLS`` if None), never exceeded."""
+        budget = MAX_NEAREST_CELLS if budget is None else budget
         n = len(self._trees)
         if n == 0:
             return None
@@ -78,9 +90,17 @@ class NearestIndex:
         edits = np.maximum(sizes, tree.size) - shared
         bound = 2.0 * edits / (sizes + tree.size + edits)
         best = within
+        spent = 0
         for row in np.argsort(bound, kind="stable"):
             if bound[row] >= best:
                 break
+            if spent + distance_cells(tree, self._trees[row]) > budget:
+                # no tree left is nearer than its bound: the answer is a lower bound
+                self.cut_short += 1
+                return float(bound[row])
             self.computed += 1
-            best = min(best, normalised_distance(tree, self._trees[row]))
+            distance, cells = distance_with_cells(tree, self._trees[row])
+            spent += cells
+            self.cells += cells
+            best = min(best, normalise(distance, tree.size, self._trees[row].size))
         return best

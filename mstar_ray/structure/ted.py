@@ -50,10 +50,43 @@ def _on_disk_cache() -> bool:
 _CACHE = _on_disk_cache()
 
 
+# The most table cells one exact distance may fill. Zhang-Shasha fills the product of the two trees' keyroot cells
+# (in the cheaper orientation): the largest pair of library seeds 2.7e7 (about 0.1 s), while two trees shaped
+# against both orientations within the checker's caps (8,000 nodes, 50 deep) fill some 1e10, minutes of a host
+# process. Past the cap a pair's distance is its label lower bound (``label_bound``), linear in the trees' sizes:
+# a candidate's shape cannot buy host time, and novelty reads a lower bound for such a pair.
+MAX_DISTANCE_CELLS = 100_000_000
+
+
 def tree_distance(a: Tree, b: Tree) -> int:
-    """The least number of node insertions, deletions and renames that turn ``a`` into ``b``."""
+    """The least number of node insertions, deletions and renames that turn ``a`` into ``b`` (its lower bound
+    ``label_bound`` past ``MAX_DISTANCE_CELLS``)."""
+    return distance_with_cells(a, b)[0]
+
+
+def distance_with_cells(a: Tree, b: Tree) -> tuple[int, int]:
+    """The distance and the table cells filled to find it (0: the pair was past the cap, and the bound stands)."""
+    cells = distance_cells(a, b)
+    if cells > MAX_DISTANCE_CELLS:
+        return label_bound(a, b), 0
     return int(_distance(a.labels, a.sizes, a.mirror_labels, a.mirror_sizes,
-                         b.labels, b.sizes, b.mirror_labels, b.mirror_sizes))
+                         b.labels, b.sizes, b.mirror_labels, b.mirror_sizes)), cells
+
+
+def distance_cells(a: Tree, b: Tree) -> int:
+    """The cells the exact distance of the pair fills: computed in time linear in the trees' sizes."""
+    return int(min(_keyroot_cells(a.sizes) * _keyroot_cells(b.sizes),
+                   _keyroot_cells(a.mirror_sizes) * _keyroot_cells(b.mirror_sizes)))
+
+
+def label_bound(a: Tree, b: Tree) -> int:
+    """``max(|a|, |b|) - |L(a) & L(b)|``, ``L`` a tree's multiset of labels: no edit script is shorter (each
+    mapped pair with equal labels is one of the shared labels, and every other node costs an edit)."""
+    values_a, counts_a = np.unique(a.labels, return_counts=True)
+    values_b, counts_b = np.unique(b.labels, return_counts=True)
+    _, in_a, in_b = np.intersect1d(values_a, values_b, assume_unique=True, return_indices=True)
+    shared = int(np.minimum(counts_a[in_a], counts_b[in_b]).sum())
+    return max(a.size, b.size) - shared
 
 
 def normalised_distance(a: Tree, b: Tree) -> float:

@@ -26,6 +26,7 @@ from typing import Literal
 
 import numpy as np
 
+from mstar_ray.contract import bounded_parse
 from mstar_ray.program_ast import is_docstring
 
 Level = Literal["exact", "names", "shape"]
@@ -61,8 +62,10 @@ class Tree:
 
 
 def _parse(source: str) -> ast.Module:
+    """Within the checker's caps on the syntax tree (nodes, depth; ``contract.bounded_parse``): what the distance
+    and the key cost is bounded by them, whatever reached the index."""
     try:
-        return ast.parse(source)
+        return bounded_parse(source)
     except SyntaxError as exc:
         raise ValueError(f"line {exc.lineno}: {exc.msg}") from exc
 

@@ -18,6 +18,13 @@ from mstar_ray.reflect.mutations.engine import (
 )
 from mstar_ray.reflect.mutations.names import _bound_names, _free_names_of
 
+# Bounds on the work on two candidates' sources (untrusted: a chain of methods each needing the next made one
+# crossover of 200 methods take minutes, cubic): a method unit grows to at most this many methods, each round a
+# walk of the class (the seeds' largest unit is 10), and at most this many plans, each a parse and a contract
+# check of its child, are tried (the seeds offer at most 8).
+MAX_UNIT_METHODS = 16
+MAX_PLANS = 16
+
 
 def _class_level_names(cls: ast.ClassDef) -> set[str]:
     names: set[str] = set()
@@ -237,7 +244,7 @@ def _method_unit(receiver: ast.ClassDef, donor: ast.ClassDef, start: str) -> lis
     mine, theirs = _methods(receiver), _methods(donor)
     class_names = _class_level_names(receiver)
     unit = {start}
-    while True:
+    while len(unit) <= MAX_UNIT_METHODS:  # each round walks the class: a longer chain is the whole-class plan's
         mixed = {**mine, **{name: theirs[name] for name in unit}}
         missing = _missing_attributes(mixed, class_names)
         if not missing:
@@ -251,6 +258,7 @@ def _method_unit(receiver: ast.ClassDef, donor: ast.ClassDef, start: str) -> lis
         if grow <= unit:
             return None
         unit |= grow
+    return None
 
 
 @dataclass(frozen=True)
@@ -385,7 +393,7 @@ def crossover(source: str, donor_source: str, rng: random.Random, *, avoid: Coll
     tag = _short_id(donor_source)
     plans = _plans(receiver, donor)
     rng.shuffle(plans)
-    for plan in plans:
+    for plan in plans[:MAX_PLANS]:
         built = plan.build(receiver, donor, tag)
         if built is not None and _consistent(built[0]) and _valid(source, built[0], avoid):
             return Mutation("crossover", built[1], built[0])
