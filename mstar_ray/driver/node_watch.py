@@ -24,6 +24,7 @@ class NodeWatch:
         self.nodes: dict[str, str] = {}  # node id -> its type (or "node" where the autoscaler names none)
         self.starting = 0
         self.summary = ""
+        self.seen_workers = False  # a one-machine run never has any, and its live line says nothing of nodes
         self._looked = 0.0
 
     def look(self, *, force: bool = False) -> list[str]:
@@ -51,5 +52,6 @@ class NodeWatch:
                   if node_id not in current]
         self.nodes = current
         self.starting = sum((report.get("pending_launches") or {}).values()) + len(report.get("pending_nodes") or [])
-        self.summary = node_summary(current, self.starting)
+        self.seen_workers = self.seen_workers or bool(current or self.starting)
+        self.summary = node_summary(current, self.starting) if self.seen_workers else ""
         return lines
