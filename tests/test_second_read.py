@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from mstar_ray.contract import check_source
-from mstar_ray.reflect.mutations import NoMutation, second_read
+from mstar_ray.reflect.mutations import READ_LIMIT, NoMutation, fuse_keyword_scores, second_read
 from mstar_ray.reflect.mutations.reflective import cues
 from mstar_ray.reflect.request import Case
 
@@ -96,3 +96,14 @@ def test_a_relation_in_a_failed_question_points_the_reflector_to_a_second_read()
     case = Case(question="What is the favourite food of the person who adopted Bramble?", expected="biryani",
                 prediction="mile", score=0.0, context="")
     assert cues([case])["second_read"] == 1.0
+
+
+def test_fusion_after_a_second_read_keeps_within_the_cap() -> None:
+    # Both reads' lines are joined by single newlines; keyword fusion sets entries apart by a blank line, and
+    # once made a 3,000-character read 3,027 long (a quickstart child, scored 0 for it).
+    child = fuse_keyword_scores(second_read(PROGRAM, random.Random(0)).source, random.Random(0)).source
+    scope: dict[str, Any] = {}
+    exec(compile(child, "program.py", "exec"), scope)
+    text = "\n".join(f"Olivia: line {i} about the budgie Fennel" for i in range(80))[:READ_LIMIT]
+    fused = scope["fuse_by_query"](text, "Fennel")
+    assert len(fused) <= len(text) and fused.startswith("Olivia: line")

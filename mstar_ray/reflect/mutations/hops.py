@@ -35,6 +35,8 @@ MERGE = "alternate_lines"
 _HELPERS = f'''# A question naming someone by a relation ("the person who adopted Fennel") is read twice: once to find who
 # that is, once for what is asked about them. A question holding one of these words names someone so.
 RELATION_WORDS = ("who", "whose", "owner")
+# Both reads together stay within what read() may return.
+SECOND_READ_CHARS = {READ_LIMIT}
 
 
 def {BRIDGE}(found, asked):
@@ -70,7 +72,7 @@ def {REQUERY}(text, name):
 
 def {MERGE}(first, second):
     """The lines of both reads, alternating, each once, within what read() may return."""
-    limit = max(len(first), len(second), min(len(first) + len(second) + 1, {READ_LIMIT}))
+    limit = max(len(first), len(second), min(len(first) + len(second) + 1, SECOND_READ_CHARS))
     out, seen, size = [], set(), 0
     a, b = first.split("\\n"), second.split("\\n")
     for i in range(max(len(a), len(b))):
@@ -94,7 +96,7 @@ def second_read(source: str, rng: random.Random, *, avoid: Collection[str] = ())
     read = methods.get("read")
     if read is None or not isinstance(read, ast.FunctionDef):
         raise NoMutation("the program has no read() to repeat")
-    if HOP in methods or {BRIDGE, REQUERY, MERGE} & set(_bindings(parsed.tree)):
+    if HOP in methods or {BRIDGE, REQUERY, MERGE, "SECOND_READ_CHARS"} & set(_bindings(parsed.tree)):
         raise NoMutation("read() already reads a second time")
     if not any(r.value is not None and not isinstance(r.value, ast.Constant) for r in _returns(read)):
         raise NoMutation("read() returns nothing but literals: a second read would find nothing more")
