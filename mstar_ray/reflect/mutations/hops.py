@@ -127,7 +127,7 @@ def second_read(source: str, rng: random.Random, *, avoid: Collection[str] = ())
         f"{body}    return first\n"
         f"{body}return {MERGE}(first, {me}.{HOP}(Query({again})))\n"
     )
-    end = parsed.line_end(read.end_lineno)
+    end = parsed.line_end(read.end_lineno or read.lineno)
     child = _apply(source, [rename, _Edit(end, end, wrapper), _constant_insertion(parsed, _HELPERS)])
     if not _valid(source, child, avoid):
         raise NoMutation("a second read gives no new valid program")
