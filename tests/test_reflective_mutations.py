@@ -18,7 +18,8 @@ from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.program_ast import changed_pieces
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.mutations import (
-    NoMutation, cap_per_source, date_aware_writes, failed_changes, fuse_keyword_scores, reflect, write_per_line,
+    NoMutation, cap_per_source, date_aware_writes, failed_changes, fuse_keyword_scores, reflect, second_read,
+    write_per_line,
 )
 from mstar_ray.reflect.mutations.reflective import WHY, _names_used
 from mstar_ray.reflect.offline import OfflineReflector
@@ -180,7 +181,8 @@ def test_offline_reflects_and_offline_random_is_blind():
     assert RunConfig.model_validate({"search": {"reflector": "offline-random"}}).search.reflector == "offline-random"
 
 
-@pytest.mark.parametrize("edit", [date_aware_writes, write_per_line, fuse_keyword_scores, cap_per_source])
+@pytest.mark.parametrize("edit", [date_aware_writes, write_per_line, fuse_keyword_scores, cap_per_source,
+                                  second_read])
 def test_every_new_edit_applies_to_every_seed_of_the_library_once(edit):
     for seed in LIBRARY:
         source = seed.path.read_text(encoding="utf-8")

@@ -126,7 +126,7 @@ class RoleClients:
         if task is None:
             from mstar_ray.agent.offline import OfflineBackend
 
-            return OfflineBackend()
+            return OfflineBackend(meaning=self.embedder())  # it reads for meaning with the run's embedding model
         from mstar_ray.agent.llm_backend import LLMBackend
 
         return LLMBackend(task, self.client("toolkit"))

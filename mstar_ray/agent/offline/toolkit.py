@@ -55,6 +55,12 @@ _TRAILING_INSTRUCTION = re.compile(r"^\s*(?:return|produce|provide|give|output|a
                                    r"keep|use|only|now|please)\b", re.IGNORECASE)
 
 
+def asks_answer(instructions: str) -> bool:
+    """Whether a prompt's instructions ask the model to answer (not to quote, list or rewrite): the one reading
+    of it that the offline toolkit and the offline reflector's ``quote_evidence`` share."""
+    return bool(_ASKS_ANSWER.search(instructions))
+
+
 @dataclass
 class Request:
     instructions: list[str] = field(default_factory=list)
@@ -172,7 +178,7 @@ def toolkit_answer(messages: list[dict[str, str]]) -> str:
         return f"{question}\n" + ", ".join(terms)
     if focus and _ASKS_PICK.search(instructions):
         return _pick(request.material, focus, wanted)
-    if question and _ASKS_ANSWER.search(instructions):
+    if question and asks_answer(instructions):
         # Asked to answer from given text, a model answers what the text states and says so when it does not;
         # the words after the question's "?" are the program's hints ("... support group? Caroline date").
         asked = question[: question.index("?") + 1] if "?" in question else question

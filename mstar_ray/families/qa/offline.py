@@ -1,6 +1,18 @@
 """The answer step's offline stand-in: the context sentence that best matches the question, and a short span cut
 out of it. The offline agent's shared steps read questions the same way (``mstar_ray.agent.offline``: the
-query's fields, a toolkit request to answer from material)."""
+query's fields, a toolkit request to answer from material).
+
+It reads its context as a model would, and only its context (``answer``):
+
+- words first, then meaning: when no sentence shares a word of what is asked beyond its names ("What car does
+  Ines drive now?" against "I traded in the Toyota for a shiny Fiat"), the sentences about the people named are
+  ranked by closeness in meaning under the run's embedding model (``mstar_ray.families.meaning``), and the
+  span is the word closest to the kind asked for ("car" -> "Fiat");
+- two hops: a person named by a relation ("the person who adopted Bramble") is first found from the sentence
+  that states the relation, and the question is then answered about them;
+- what holds now: for "now / currently / these days / latest", the most recent dated statement among the
+  best-supported ones, and in a statement of change the value taken, not the one left ("sold my Kia").
+"""
 
 from __future__ import annotations
 
@@ -9,8 +21,9 @@ import re
 from dataclasses import dataclass
 
 from mstar_ray import text as tx
+from mstar_ray.families import meaning
 from mstar_ray.families.step import Shown
-from mstar_ray.statements import statements
+from mstar_ray.statements import Statement, is_fact, statements
 
 IDK = "I don't know"
 
@@ -24,6 +37,7 @@ class _Unit:
     speaker: str
     anchor: tx.DateMention | None
     terms: frozenset[str]
+    statement: Statement
 
 
 def _context_units(text: str) -> list[_Unit]:
@@ -31,7 +45,7 @@ def _context_units(text: str) -> list[_Unit]:
     for s in statements(text):
         extra = tx.content_stems(f"{s.speaker} {s.header}")
         units.append(_Unit(s.order, s.line, s.sentence, s.speaker, s.anchor,
-                           frozenset(tx.content_stems(s.sentence) + extra)))
+                           frozenset(tx.content_stems(s.sentence) + extra), s))
     return units
 
 
@@ -257,15 +271,162 @@ def short_reply(context: str) -> str | None:
     return lines[0].rstrip(".")
 
 
+# What holds now is asked with one of these; the latest statement of its kind answers it.
+_NOW_RE = re.compile(r"\b(?:now|currently|current|these days|nowadays|latest|at the moment|at present|still)\b",
+                     re.IGNORECASE)
+# A person named by a relation: "the person who adopted Bramble", "the owner of Rocket", "the one whose cousin is
+# Rosa". What follows is the relation, resolved from the context before the question is answered about them.
+_DESCRIBED_RE = re.compile(r"\bthe (?:person|one|man|woman|owner|friend|colleague|neighbou?r)\s+(?:who|whose|that|of)\s+",
+                           re.IGNORECASE)
+# In a statement of change, the value left is marked so ("sold my Kia", "gone off birdwatching", "Japanese just
+# wasn't clicking"); what holds now is the other one.
+_LEFT_BEFORE_RE = re.compile(r"\b(?:old|former|previous|ex|sold|quit|left|dropped|goodbye|gone off|done being|stopped|"
+                             r"traded in|gave up|moved from|switched from|used to be)\b(?:\W+\w+){0,2}\W*$", re.IGNORECASE)
+_LEFT_AFTER_RE = re.compile(r"^\W*(?:\w+\W+){0,2}(?:wasn't|isn't|no longer|anymore|is over)\b", re.IGNORECASE)
+# Statements at least this share as close in meaning as the best one are of its kind: candidates for what holds now.
+_MEANING_SHARE = 0.6
+_LEFT_PENALTY = 0.2
+# A pair of words is the span over either word alone only when it is this much closer in meaning ("civil engineer").
+_PAIR_PENALTY = 0.05
+_LEFT_WORD_RE = re.compile(r"\b(?:old|former|previous|ex)\b", re.IGNORECASE)
+
+
+def asks_now(question: str) -> bool:
+    return bool(_NOW_RE.search(question))
+
+
+def _latest_first(ranked: list[tuple[float, _Unit]], floor: float) -> list[tuple[float, _Unit]]:
+    """``ranked`` with the most recent dated unit scoring at least ``floor`` moved to the front."""
+    close = [(score, unit) for score, unit in ranked if score >= floor]
+    dated = [(unit.anchor.as_date, unit.order, score, unit) for score, unit in close
+             if unit.anchor is not None and unit.anchor.as_date is not None]
+    if not dated:
+        return ranked
+    *_, score, latest = max(dated, key=lambda d: (d[0], d[1]))
+    return [(score, latest)] + [(s, u) for s, u in ranked if u is not latest]
+
+
+def _name_stems(question: str) -> set[str]:
+    return {stem for n in tx.find_names(question) if not n.sentence_initial for stem in tx.content_stems(n.text)}
+
+
+def _category(question: str, names: set[str]) -> str | None:
+    """The kind of thing asked for ("car" in "What car does Ines drive now?", "job" in "What is the current job of
+    Emil?"), when the question names one right after its question word."""
+    m = re.match(r"\s*(?:what|which)\s+(?:is|are|was|were)?\s*(?:the|his|her|their)?\s*(?:current|latest|new)?\s*"
+                 r"([a-z]+)\b", question, re.IGNORECASE)
+    if m is None:
+        return None
+    word = m.group(1).lower()
+    if word in tx.STOP_WORDS or word in tx.QUESTION_WORDS or tx.stem(word) in names:
+        return None
+    return word
+
+
+def _is_left(sentence: str, start: int, end: int) -> bool:
+    return bool(_LEFT_BEFORE_RE.search(sentence[:start]) or _LEFT_AFTER_RE.search(sentence[end:])
+                or _LEFT_WORD_RE.search(sentence[start:end]))
+
+
+def _instance_span(sentence: str, category: str, q_tokens: set[str]) -> str | None:
+    """The word or pair of words of ``sentence`` closest in meaning to ``category``, a value the sentence says was
+    left counting less; None without an embedding model."""
+    words = [(m.start(), m.end(), m.group(0)) for m in re.finditer(r"[A-Za-z][\w'\-]*", tx.fold_quotes(sentence))]
+    content = [(s, e, w) for s, e, w in words if w.lower() not in tx.STOP_WORDS and w.lower() not in q_tokens
+               and w.lower() not in tx.QUESTION_WORDS and not tx.find_relative_dates(w)]
+    candidates = [(s, e, w) for s, e, w in content]
+    for (s1, _, w1), (s2, e2, w2) in zip(content, content[1:]):
+        if re.fullmatch(r"\s+", sentence[s1 + len(w1):s2]):
+            candidates.append((s1, e2, f"{w1} {w2}"))
+    if not candidates:
+        return None
+    sims = meaning.similarities(category, [w for *_, w in candidates])
+    if sims is None:
+        return None
+    scored = [(sim - (_LEFT_PENALTY if _is_left(sentence, s, e) else 0.0) - (_PAIR_PENALTY if " " in w else 0.0), -s, w)
+              for sim, (s, e, w) in zip(sims, candidates)]
+    return max(scored)[2]
+
+
+def _by_meaning(units: list[_Unit], question: str, names: set[str]) -> list[tuple[float, _Unit]] | None:
+    """The context's statements about the people the question names, closest in meaning to what it asks about
+    them first; None without an embedding model. Names are left out on both sides: they choose whose statements
+    are read, and in a short sentence a shared name outweighs what it says."""
+    facts = [u for u in units if is_fact(u.statement)]
+    about = [u for u in facts if names & u.terms] if names else []
+    pool = about or facts
+    if not pool:
+        return None
+    asked = question
+    for name in tx.find_names(question):
+        if not name.sentence_initial:
+            asked = asked.replace(name.text, " ")
+    sims = meaning.similarities(" ".join(asked.split()), [u.sentence for u in pool])
+    if sims is None:
+        return None
+    return sorted(zip(sims, pool), key=lambda r: (-r[0], r[1].order))
+
+
+def _resolve_described(context: str, question: str) -> str | None:
+    """The question with the person it names by a relation replaced by who the context says that is, or None."""
+    m = _DESCRIBED_RE.search(question)
+    if m is None:
+        return None
+    relation = question[m.end():]
+    ranked = rank_sentences(context, relation)
+    if not ranked:
+        return None
+    unit = ranked[0][1]
+    q_tokens = set(tx.tokenize(question))
+    names = [n.text for n in tx.find_names(unit.sentence) if _not_in_question(n.text, q_tokens)]
+    who = unit.speaker if unit.speaker and _not_in_question(unit.speaker, q_tokens) else (names[0] if names else None)
+    if who is None:
+        return None
+    # What the first statement settled is no longer asked: keep only the relation's words it did not state.
+    rest = [w for w in re.findall(r"[\w'\-]+|[?]", relation)
+            if w == "?" or tx.stem(w.lower()) not in unit.terms]
+    return f"{question[:m.start()]}{who} {' '.join(rest)}".replace(" ?", "?")
+
+
 def answer_from_context(context: str, question: str) -> str:
     """Pick the best-supported sentence for the question, then cut the span the question asks for."""
+    resolved = _resolve_described(context, question)
+    if resolved is not None:
+        question = resolved
     ranked = rank_sentences(context, question)
     if not ranked:
         return short_reply(context) or IDK
     q_stems = set(tx.content_stems(question))
     q_tokens = set(tx.tokenize(question))
     qtype = question_type(question)
+    names = _name_stems(question)
+    now = asks_now(question)
+    category = _category(question, names)
+    units = _context_units(context)
+    # What is asked about the people who speak in the context; a name that is not a speaker (a pet, a country)
+    # is part of what is asked.
+    speakers = {stem for u in units for stem in tx.content_stems(u.speaker)}
+    topical = q_stems - (names & speakers) - {tx.stem(w) for w in tx.tokenize(" ".join(_NOW_RE.findall(question)))}
+    if topical and meaning.available() and not any(topical & unit.terms for _, unit in ranked):
+        # Nothing in the context uses a word of what is asked: read for meaning instead, as a model does.
+        by_meaning = _by_meaning(units, question, names)
+        if by_meaning:
+            best = by_meaning[0][0]
+            if now:
+                by_meaning = _latest_first(by_meaning, best * _MEANING_SHARE)
+            unit = by_meaning[0][1]
+            if qtype != "other":
+                span = _typed_span(unit, qtype, q_tokens)
+                if span:
+                    return span
+            if category is not None:
+                span = _instance_span(unit.sentence, category, q_tokens)
+                if span:
+                    return span
+            return _generic_span(unit.sentence, q_tokens, q_stems)
     top = ranked[0][0]
+    if now:
+        ranked = _latest_first(ranked, top * _SPAN_SCORE_RATIO)
     if qtype != "other":
         for score, unit in ranked[:_SPAN_CANDIDATES]:
             if score < top * _SPAN_SCORE_RATIO:
@@ -273,6 +434,10 @@ def answer_from_context(context: str, question: str) -> str:
             span = _typed_span(unit, qtype, q_tokens)
             if span:
                 return span
+    if now and category is not None:
+        span = _instance_span(ranked[0][1].sentence, category, q_tokens)
+        if span:
+            return span
     return _generic_span(ranked[0][1].sentence, q_tokens, q_stems)
 
 

@@ -25,6 +25,10 @@ source; deterministic given the generator; ``avoid`` lists programs a child must
   ``write_per_line``: memory is keyed by line (a turn), each stored under its ``[date]``.
 - ``fuse_keyword_scores``: ``read()`` re-ranks what it found by fusing its order with a keyword order
   (hybrid retrieval), fetching more; ``cap_per_source``: at most k entries of one ``[date]`` source.
+- ``quote_evidence``: a ``read()`` that asks its toolkit model to answer asks it for the evidence instead, so
+  the answer step answers from what it is shown.
+- ``second_read``: ``read()`` reads a second time for the person a question names by a relation ("the person who
+  adopted Fennel"), with the name the first read states beside the question's own names.
 
 ``reflect`` (the ``offline`` reflector) chooses the edit from the parent's failures, their attributed stages
 and its lineage, and never repeats a change that failed on that parent. ``propose`` (``offline-random``,
@@ -36,7 +40,7 @@ passes ``check_source``, compiles, reads no undefined name and differs from its 
 The package: ``engine`` (the result type, text edits at AST spans, validity, shared AST lookups), ``names``
 (free and bound names), one module per kind (``perturb``, ``crossover``, ``instructions``, ``writes``:
 ``filter_writes`` and ``order_by_recency``, which both decide what memory keeps; ``lines``: ``drop_long_lines``;
-``dates``; ``ranking``), ``propose`` and ``reflective``.
+``dates``; ``ranking``; ``hops``: ``second_read``; ``evidence``: ``quote_evidence``), ``propose`` and ``reflective``.
 """
 
 from mstar_ray.reflect.mutations.crossover import crossover
@@ -46,6 +50,8 @@ from mstar_ray.reflect.mutations.lines import MAX_LINE_WORDS, drop_long_lines
 from mstar_ray.reflect.mutations.perturb import perturb_numbers
 from mstar_ray.reflect.mutations.propose import KIND_WEIGHTS, propose
 from mstar_ray.reflect.mutations.dates import date_aware_writes, write_per_line
+from mstar_ray.reflect.mutations.evidence import quote_evidence
+from mstar_ray.reflect.mutations.hops import second_read
 from mstar_ray.reflect.mutations.ranking import MAX_PER_SOURCE, cap_per_source, fuse_keyword_scores
 from mstar_ray.reflect.mutations.reflective import PLAYBOOK, failed_changes, reflect
 from mstar_ray.reflect.mutations.writes import MIN_WRITE_WORDS, filter_writes, order_by_recency
@@ -54,5 +60,5 @@ __all__ = [
     "GUIDANCE", "KIND_WEIGHTS", "MAX_LINE_WORDS", "MAX_PER_SOURCE", "MIN_WRITE_WORDS", "PLAYBOOK", "READ_LIMIT",
     "SCALE_FACTORS", "Mutation", "NoMutation", "cap_per_source", "crossover", "date_aware_writes", "drop_long_lines",
     "edit_instruction", "failed_changes", "filter_writes", "fuse_keyword_scores", "order_by_recency",
-    "perturb_numbers", "propose", "reflect", "write_per_line",
+    "perturb_numbers", "propose", "quote_evidence", "reflect", "second_read", "write_per_line",
 ]

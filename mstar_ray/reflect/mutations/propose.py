@@ -15,6 +15,8 @@ from mstar_ray.reflect.mutations.dates import date_aware_writes, write_per_line
 from mstar_ray.reflect.mutations.engine import (
     Mutation, NoMutation, _methods, _module_class, _weighted_shuffle,
 )
+from mstar_ray.reflect.mutations.evidence import quote_evidence
+from mstar_ray.reflect.mutations.hops import second_read
 from mstar_ray.reflect.mutations.instructions import edit_instruction
 from mstar_ray.reflect.mutations.lines import drop_long_lines
 from mstar_ray.reflect.mutations.perturb import perturb_numbers
@@ -34,6 +36,8 @@ KIND_WEIGHTS: dict[str, float] = {
     "write_per_line": 1.5,
     "fuse_keyword_scores": 1.5,
     "cap_per_source": 1.5,
+    "second_read": 1.5,
+    "quote_evidence": 1.5,
     "edit_instruction": 1.0,
 }
 
@@ -82,7 +86,8 @@ def propose(
     returned.
     """
     code_kinds = ["perturb_numbers", "crossover", "filter_writes", "order_by_recency", "drop_long_lines",
-                  "date_aware_writes", "write_per_line", "fuse_keyword_scores", "cap_per_source"]
+                  "date_aware_writes", "write_per_line", "fuse_keyword_scores", "cap_per_source", "second_read",
+                  "quote_evidence"]
     kinds = ([] if frozen_code else code_kinds) + ([] if frozen_instructions else ["edit_instruction"])
     single: dict[str, Callable[..., Mutation]] = {
         "perturb_numbers": perturb_numbers,
@@ -93,6 +98,8 @@ def propose(
         "write_per_line": write_per_line,
         "fuse_keyword_scores": fuse_keyword_scores,
         "cap_per_source": cap_per_source,
+        "second_read": second_read,
+        "quote_evidence": quote_evidence,
         "edit_instruction": edit_instruction,
     }
     # A child identical to a program already in the population would only repeat its evaluation.

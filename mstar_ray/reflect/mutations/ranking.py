@@ -70,7 +70,9 @@ def {FUSE}(text, query):
     score = [1 / ({FUSION_RANK_NAME} + i) for i in range(len(entries))]
     for rank, i in enumerate(by_words):
         score[i] += 1 / ({FUSION_RANK_NAME} + rank)
-    return "\\n\\n".join(entries[i] for i in sorted(range(len(entries)), key=lambda i: -score[i]))
+    fused = "\\n\\n".join(entries[i] for i in sorted(range(len(entries)), key=lambda i: -score[i]))
+    # Entries are set apart by a blank line: never longer than what read() found (its cap holds).
+    return fused[:len(text)]
 '''
 
 _CAP_SOURCE = f'''# At most MAX_PER_SOURCE entries of one source (the [date] header an entry opens with): one long session does not

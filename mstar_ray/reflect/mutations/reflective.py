@@ -8,9 +8,11 @@ already failed. This reads the same and turns it into a choice among the generic
   case without a stage counts as ``answering`` when its expected answer stands in its context, else
   ``retrieval``) weigh the edits addressing each (``PLAYBOOK``): storage -> what write() keeps and how it is
   keyed (dates on every line, one entry per line, its sizes, filters); retrieval -> how read() finds and ranks (keyword fusion, more entries, a
-  cap per source, recency); answering -> instructions and the context's layout (long lines out, more room);
+  second read for the person a two-hop question names by a relation, a cap per source, recency); answering
+  -> read() handing the answer step evidence instead of answering itself, -> instructions and the context's layout (long lines out, more room);
 - cues in the cases add to that: a question about when, whose context holds no date of the answer, asks for
-  dated items; a question about now asks for recency;
+  dated items; a question about now asks for recency; a question naming someone by a relation ("the person
+  who adopted Bramble") asks for a second read; a context that is a bare answer asks for evidence instead;
 - a change whose description matches a child of this parent that scored no better (or never was scored) is
   never proposed again: lineage;
 - the parts of the parent that a child changed without moving its score at all (``inert_pieces``: a prompt
@@ -37,6 +39,9 @@ from mstar_ray.contract import LOGIC_CLASS, REQUIRED_CONSTANTS
 from mstar_ray.program_ast import changed_pieces
 from mstar_ray.reflect.mutations.dates import date_aware_writes, write_per_line
 from mstar_ray.reflect.mutations.engine import Mutation, NoMutation, _methods, _module_class, _weighted_shuffle
+from mstar_ray.families.qa.offline import short_reply
+from mstar_ray.reflect.mutations.evidence import quote_evidence
+from mstar_ray.reflect.mutations.hops import second_read
 from mstar_ray.reflect.mutations.instructions import edit_instruction
 from mstar_ray.reflect.mutations.lines import drop_long_lines
 from mstar_ray.reflect.mutations.perturb import _read_caps, perturb_numbers
@@ -50,9 +55,9 @@ if TYPE_CHECKING:
 # For each stage a failure is attributed to, the edits that address it, the likeliest first.
 PLAYBOOK: dict[str, tuple[str, ...]] = {
     "storage": ("date_aware_writes", "write_per_line", "tune_write", "filter_writes", "crossover"),
-    "retrieval": ("fuse_keyword_scores", "widen_read", "cap_per_source", "order_by_recency", "drop_long_lines",
-                  "crossover"),
-    "answering": ("edit_instruction", "drop_long_lines", "widen_context", "crossover"),
+    "retrieval": ("fuse_keyword_scores", "widen_read", "second_read", "cap_per_source", "order_by_recency",
+                  "drop_long_lines", "crossover"),
+    "answering": ("quote_evidence", "edit_instruction", "drop_long_lines", "widen_context", "crossover"),
 }
 INSTRUCTION_KINDS = frozenset({"edit_instruction"})
 DECAY = 0.6  # each later edit of a stage's list weighs this much of the one before it
@@ -62,6 +67,8 @@ TRIES_PER_KIND = 4  # draws of a kind with random choices (which number, which s
 # Where a commit message says why: cut off before lineage compares changes.
 WHY = " (why: "
 _NOW = re.compile(r"\b(now|current|currently|still|latest|these days|anymore)\b", re.IGNORECASE)
+# A question that names someone by a relation needs a second read for who that is.
+_RELATION = re.compile(r"\bthe (?:person|one|owner|man|woman) (?:who|whose|that|of)\b", re.IGNORECASE)
 
 
 def inert_pieces(lineage: Sequence[LineageEntry]) -> set[str]:
@@ -112,6 +119,10 @@ def cues(failures: Sequence[Case]) -> Counter[str]:
             found["date_aware_writes"] += 1  # a date was asked for and the context holds none
         if _NOW.search(case.question):
             found["order_by_recency"] += 1
+        if _RELATION.search(case.question):
+            found["second_read"] += 1
+        if case.context.strip() and short_reply(case.context) is not None:
+            found["quote_evidence"] += 1  # read() returned an answer, not evidence the answer step could use
     return Counter({k: n / len(failures) for k, n in found.items()}) if failures else found
 
 
@@ -157,6 +168,8 @@ def editors(parent: str, population: Sequence[str], known: frozenset[str]) -> di
         "fuse_keyword_scores": lambda rng: fuse_keyword_scores(parent, rng, avoid=known),
         "widen_read": lambda rng: perturb_numbers(parent, rng, avoid=known, within=read - caps, direction="raise"),
         "cap_per_source": lambda rng: cap_per_source(parent, rng, avoid=known),
+        "second_read": lambda rng: second_read(parent, rng, avoid=known),
+        "quote_evidence": lambda rng: quote_evidence(parent, rng, avoid=known),
         "order_by_recency": lambda rng: order_by_recency(parent, rng, avoid=known),
         "drop_long_lines": lambda rng: drop_long_lines(parent, rng, avoid=known),
         "edit_instruction": lambda rng: edit_instruction(parent, rng, avoid=known),
@@ -170,7 +183,9 @@ def _why(kind: str, shares: dict[str, float], cue: Counter[str]) -> str:
     parts = [f"{round(100 * shares[s])}% of failures at {s}" for s in sorted(stages, key=lambda s: -shares[s])]
     if cue.get(kind):
         parts.append({"date_aware_writes": "'when' questions read contexts without a date",
-                      "order_by_recency": "questions ask what holds now"}[kind])
+                      "order_by_recency": "questions ask what holds now",
+                      "second_read": "questions name someone by a relation",
+                      "quote_evidence": "read() returned a bare answer, no evidence"}[kind])
     return "; ".join(parts) or "no failure points elsewhere"
 
 
