@@ -52,8 +52,8 @@ class CachedEmbedder:
 def one_caller(embedder: Embedder) -> Embedder:
     """``embedder`` as one caller should use it, where it has state another caller's work warms
     (``Embedder.for_one_caller``): how long its answer takes then says nothing of what others embedded."""
-    own = getattr(embedder, "for_one_caller", None)
-    return own() if own is not None else embedder
+    # Looked up on the class: a proxy that forwards any attribute (``run_services.Remote``) has no such state.
+    return embedder.for_one_caller() if callable(getattr(type(embedder), "for_one_caller", None)) else embedder
 
 
 def candidate_embedder(embedder: Embedder, budget: CandidateBudget) -> Embedder:
