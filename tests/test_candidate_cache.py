@@ -34,8 +34,12 @@ class ComputedTexts:
 
 
 def run(source: str, shared: CachedEmbedder, query: str, limits: SandboxLimits = SandboxLimits()) -> str:
-    budget = CandidateBudget.of_program(source, limits.toolkit_cache_mb)
-    with Sandbox(source, limits=limits, llm=FakeLLM(), embed=candidate_embedder(shared, budget).embed) as sandbox:
+    return run_with(source, candidate_embedder(shared, CandidateBudget.of_program(source, limits.toolkit_cache_mb)),
+                    query, limits)
+
+
+def run_with(source: str, embedder, query: str, limits: SandboxLimits = SandboxLimits()) -> str:
+    with Sandbox(source, limits=limits, llm=FakeLLM(), embed=embedder.embed) as sandbox:
         assert sandbox.start().ok
         outcome = sandbox.read({"text": query})
     assert outcome.ok, outcome.describe()
@@ -65,6 +69,37 @@ def test_what_another_candidate_or_the_host_embedded_is_never_a_hit(tmp_path: Pa
     model.texts.clear()
     run(planter, shared, "plant|7f3a")
     assert model.texts == []
+
+
+def test_a_candidate_pays_for_its_embeddings_whoever_embedded_the_same_words_before(tmp_path: Path):
+    """The timing channel the namespaces leave: the model's own state. With the hashing model's process-wide
+    memo, a text whose words the host or an earlier candidate embedded is answered faster (twice as fast for a
+    long text, scripts/bench_cache_channel.py). Each candidate's embeddings are computed with a memo of its own,
+    so it does exactly the work it would have done had nobody embedded anything before it: counted in features
+    hashed, which the machine's load does not change."""
+    shared = CachedEmbedder(HashingEmbedder(), SqliteCache(tmp_path / "cache.sqlite"))
+    word = " ".join(f"w{i}x{i * 7}" for i in range(40))  # many words: most of a marker's cost is hashing them
+    markers = [f"marker {word} number {i}" for i in range(64)]
+    alone = HashingEmbedder().for_one_caller()
+    alone.embed(markers)
+    shared.embed(markers)  # the host embedded the same texts first, with the process's memo
+    planter = hostile_source("cache_probe")
+    prober = planter.replace('ROLE = "planter"', 'ROLE = "prober"')
+
+    def candidate(source: str) -> tuple[CachedEmbedder, HashingEmbedder]:
+        view = candidate_embedder(shared, CandidateBudget.of_program(source, SandboxLimits().toolkit_cache_mb))
+        return view, view.inner
+
+    def hashed(source: str) -> int:
+        view, model = candidate(source)
+        before = model.features_hashed()
+        assert run_with(source, view, f"plant|{word}") == "planted"
+        return model.features_hashed() - before
+
+    # The prober embeds the markers after the host and the planter did, and does all the work anyway.
+    assert hashed(planter) == hashed(prober) == alone.features_hashed() > 0
+    # What the candidate itself caused may answer fast: a later evaluation of the planter meets its entries.
+    assert hashed(planter) == 0
 
 
 def test_what_one_evaluation_adds_to_the_cache_is_bounded(tmp_path: Path):

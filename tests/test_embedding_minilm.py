@@ -14,7 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mstar_ray.embedding.cached import CachedEmbedder, candidate_embedder
 from mstar_ray.embedding.embedder import Embedder
+from mstar_ray.llm.candidate_cache import CandidateBudget
 from mstar_ray.embedding.minilm import (
     INSTALL_COMMAND,
     EmbeddingModelMissing,
@@ -199,3 +201,11 @@ def test_gelu_matches_erf() -> None:
     exact = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x.astype(np.float64)])
     got = gelu(x.reshape(1, -1)).reshape(-1).astype(np.float64)
     assert np.abs(got - exact).max() < 5e-7
+
+
+def test_no_candidate_pays_for_loading_the_weights() -> None:
+    """A first call that costs the load would tell a candidate nobody embedded in this process before it."""
+    _require_model()
+    model = MiniLMEmbedder()
+    candidate_embedder(CachedEmbedder(model), CandidateBudget("p", 2**20))
+    assert model._loaded is not None

@@ -24,8 +24,9 @@ class CachedEmbedder:
 
     def for_candidate(self, budget: CandidateBudget) -> CachedEmbedder:
         """The same model and accounts over one candidate's part of the cache, for its toolkit's embeddings
-        (``mstar_ray.llm.candidate_cache``: no other candidate's entry, none of the host's)."""
-        view = CachedEmbedder(self.inner, budget.view(self.cache))
+        (``mstar_ray.llm.candidate_cache``: no other candidate's entry, none of the host's), computed without
+        the model's state that others' calls warmed (``one_caller``)."""
+        view = CachedEmbedder(one_caller(self.inner), budget.view(self.cache))
         view._lock, view._usage = self._lock, self._usage
         return view
 
@@ -48,6 +49,14 @@ class CachedEmbedder:
         return [np.frombuffer(found[key], dtype=np.float32).tolist() for key in keys]
 
 
+def one_caller(embedder: Embedder) -> Embedder:
+    """``embedder`` as one caller should use it, where it has state another caller's work warms
+    (``Embedder.for_one_caller``): how long its answer takes then says nothing of what others embedded."""
+    # Looked up on the class: a proxy that forwards any attribute (``run_services.Remote``) has no such state.
+    return embedder.for_one_caller() if callable(getattr(type(embedder), "for_one_caller", None)) else embedder
+
+
 def candidate_embedder(embedder: Embedder, budget: CandidateBudget) -> Embedder:
-    """What a candidate's toolkit embeds with: its own part of the cache where ``embedder`` caches."""
-    return embedder.for_candidate(budget) if isinstance(embedder, CachedEmbedder) else embedder
+    """What a candidate's toolkit embeds with: its own part of the cache where ``embedder`` caches, and its
+    own model state (``one_caller``), so neither the content nor the time of an answer shows another's work."""
+    return embedder.for_candidate(budget) if isinstance(embedder, CachedEmbedder) else one_caller(embedder)

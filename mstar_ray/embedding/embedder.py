@@ -1,4 +1,8 @@
-"""What an embedder is, for everything that takes one (the evaluation, the split, the smoke test)."""
+"""What an embedder is, for everything that takes one (the evaluation, the split, the smoke test).
+
+An embedder whose speed depends on what it embedded before (a memo, weights loaded on first use) also has
+``for_one_caller()``: an embedder with the same vectors whose cost for a caller depends only on that caller's
+own calls (``mstar_ray.embedding.cached.candidate_embedder`` gives one to each candidate's toolkit)."""
 
 from __future__ import annotations
 

@@ -26,12 +26,22 @@ _WEIGHTS = {"w": 1.0, "b": 0.7, "c": 0.35}
 _STOP_WEIGHT = 0.2
 
 
-@lru_cache(maxsize=1 << 18)
-def _bucket(feature: str, dim: int) -> tuple[int, float]:
-    """(bucket, sign) for one feature; cached because vocabularies repeat heavily across texts."""
+def _digest(feature: str, dim: int) -> tuple[int, float]:
+    """(bucket, sign) for one feature."""
     digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
     value = int.from_bytes(digest, "little")
     return value % dim, (1.0 if value >> 63 else -1.0)
+
+
+@lru_cache(maxsize=1 << 18)
+def _bucket(feature: str, dim: int) -> tuple[int, float]:
+    """``_digest`` memoised because vocabularies repeat heavily across texts: the process's memo, the host's.
+    A caller given ``for_one_caller`` (a candidate's toolkit) has one of its own, smaller: it lives one
+    evaluation."""
+    return _digest(feature, dim)
+
+
+_OWN_MEMO = 1 << 16
 
 
 def _features(text: str) -> dict[str, tuple[float, int]]:
@@ -62,11 +72,27 @@ class HashingEmbedder:
     shared words, not shared meaning. Empty or wordless texts get the zero vector (never NaN).
     """
 
-    def __init__(self, dim: int = 384) -> None:
+    def __init__(self, dim: int = 384, own_memo: bool = False) -> None:
         if dim <= 0:
             raise ValueError(f"dim must be positive, got {dim}")
         self.dim = dim
         self.name = f"hashing-{dim}"
+        self._bucket = lru_cache(maxsize=_OWN_MEMO)(_digest) if own_memo else _bucket
+
+    def for_one_caller(self) -> HashingEmbedder:
+        """The same vectors, memoised apart from every other caller. With the process's memo a text whose
+        words someone embedded before is answered faster (twice as fast for a long one), so a candidate could
+        time which words the host or an earlier candidate embedded; with its own, a text's cost depends only
+        on what this caller embedded before."""
+        return HashingEmbedder(self.dim, own_memo=True)
+
+    def __reduce__(self):
+        # A memo is process state: a copy sent elsewhere starts with an empty one of the same kind.
+        return type(self), (self.dim, self._bucket is not _bucket)
+
+    def features_hashed(self) -> int:
+        """How many features this embedder's memo had to compute (the process's: every caller's)."""
+        return self._bucket.cache_info().misses
 
     def embed_array(self, texts: list[str]) -> np.ndarray:
         """The vectors as one ``(len(texts), dim)`` float64 array."""
@@ -75,7 +101,7 @@ class HashingEmbedder:
         vals: list[float] = []
         for row, text in enumerate(texts):
             for feature, (base, count) in _features(text).items():
-                col, sign = _bucket(feature, self.dim)
+                col, sign = self._bucket(feature, self.dim)
                 rows.append(row)
                 cols.append(col)
                 # Sublinear tf: a word said five times is not five times as informative.

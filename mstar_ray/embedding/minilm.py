@@ -297,6 +297,12 @@ class MiniLMEmbedder:
                 self._loaded = self._load()
             return self._loaded
 
+    def for_one_caller(self) -> MiniLMEmbedder:
+        """This embedder with its weights loaded now, so that no caller's first call pays the load: a candidate
+        whose first embedding is fast would know another caller embedded in this process before it."""
+        self._model()
+        return self
+
     def _load(self) -> _Loaded:
         _check_sentence_transformers_layout(self.model_dir)
         config = json.loads((self.model_dir / "config.json").read_text())

@@ -2,7 +2,8 @@
 texts built from WORD (an earlier candidate leaving a message); "probe|WORD|GUESS" embeds the same markers,
 a text the host may have embedded (GUESS: a static question, say) and as many fresh texts, timing each
 group: a cache hit is answered faster than a miss, so marker/fresh far below 1 says the markers (or the
-guess) were there. "fill|N" embeds N long distinct texts, to grow the run's cache. read() answers the
+guess) were there. A "*" in WORD becomes the marker's number, so every marker can bring words of its own (what
+the model's memo of words would remember). "fill|N" embeds N long distinct texts, to grow the run's cache. read() answers the
 probe's ratios "marker M guess G"."""
 
 import dataclasses
@@ -42,7 +43,7 @@ class KnowledgeBase:
 
     def read(self, query):
         parts = query.text.split("|")
-        markers = ["marker %s number %d" % (parts[1], i) for i in range(MARKERS)] if len(parts) > 1 else []
+        markers = ["marker %s number %d" % (parts[1].replace("*", str(i)), i) for i in range(MARKERS)] if len(parts) > 1 else []
         if parts[0] == "plant":
             self.embed(markers)
             return "planted"
