@@ -11,12 +11,11 @@ import yaml
 ray = pytest.importorskip("ray")
 pytest.importorskip("ray.serve")
 
-from mstar_ray.cli import main  # noqa: E402
 from mstar_ray.serve.replicas import ReplicaRecord  # noqa: E402
 from scripts.fault_resume import config, table  # noqa: E402
 from tests.conftest import _require_llm_server  # noqa: E402
 from tests.llm_server import free_port  # noqa: E402
-from tests.test_autoscaling import HEAD_ID, cluster, launched  # noqa: E402, F401 -- the fixture, shared
+from tests.test_autoscaling import HEAD_ID, cluster, launched, mstar_ray  # noqa: E402, F401 -- the fixture, shared
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +35,8 @@ def test_a_served_model_starts_a_gpu_model_node_and_the_task_agents_calls_reach_
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(settings))
     run_dir = tmp_path / "run"
-    assert main(["run", str(path), "--run-dir", str(run_dir), "--address", cluster.address]) == 0
+    done = mstar_ray(cluster, "run", str(path), "--run-dir", str(run_dir), "--address", cluster.address)
+    assert done.returncode == 0, done.stderr[-3000:]
     assert launched(cluster, "gpu_model") == 1 and launched(cluster, "cpu_spot") == 1
     started = [e for e in table(run_dir, "events") if e["work"] == "replica" and e["kind"] == "started"]
     assert len(started) == 1
