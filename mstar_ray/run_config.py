@@ -4,7 +4,7 @@ rejected with the nearest valid key; every error names its key path (``mstar_ray
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -95,6 +95,11 @@ class SearchConfig(_Section):
                              "then it is discarded")
     runtime_fix: bool = Field(True, description="send a child that broke the contract at run time back for a fix")
     reflector: Literal[REFLECTOR_NAMES] = Field("offline", description=reflectors.describe())
+    ensemble: dict[Literal[REFLECTOR_NAMES], Annotated[float, Field(ge=0)]] | None = Field(
+        None, description="offline stand-ins as an ensemble's arms: reflector kinds that need no model (e.g. offline, "
+        "offline-random), each with a nominal price in USD per reflection; each reflection picks one by the bandit "
+        "that picks among llm.reflector's models (improvement per dollar); search.reflector must be one of them "
+        "(the arm of a request naming none); none (the default): search.reflector answers every reflection")
     guidance: GuidanceConfig | None = Field(None, description="evolve the reflector's instructions; none (the "
                                             "default): one fixed instruction")
     judge_on: Literal["test", "all"] = Field("test", description="where the llm.judge adds its verdict to question "
@@ -116,6 +121,16 @@ class SearchConfig(_Section):
             raise ValueError("set at least one of max_candidates, max_iterations, max_wall_s")
         if self.frozen_code and self.frozen_instructions:
             raise ValueError("frozen_code and frozen_instructions together leave nothing to change")
+        if self.ensemble is not None:
+            if len(self.ensemble) < 2:
+                raise ValueError("ensemble needs two reflector kinds or more (one is search.reflector alone)")
+            model_kinds = [k for k in self.ensemble if reflectors.reflector_class(k).needs_model]
+            if model_kinds:
+                raise ValueError(f"ensemble lists {', '.join(model_kinds)}, which need a model: an ensemble of models "
+                                 "is llm.reflector's list (search.ensemble is the offline stand-ins')")
+            if self.reflector not in self.ensemble:
+                raise ValueError(f"reflector is {self.reflector!r} but ensemble lists {', '.join(self.ensemble)}: "
+                                 "search.reflector must be one of them")
         return self
 
 
@@ -137,6 +152,17 @@ class RunConfig(_Section):
     evaluation: EvalConcurrency = EvalConcurrency()
     ray: RayConfig = RayConfig()
     serve: ServeConfig = ServeConfig()
+
+    def reflector_arms(self) -> list[str]:
+        """The arms an ensemble's bandit chooses each reflection's reflector among, in order: the offline
+        stand-ins of ``search.ensemble``, or the models of an ``llm.reflector`` list for a kind that needs a
+        model; none when one reflector answers every reflection."""
+        if self.search.ensemble is not None:
+            return list(self.search.ensemble)
+        if not reflectors.reflector_class(self.search.reflector).needs_model:
+            return []
+        models = [c.model for c in self.llm.reflectors()]
+        return models if len(models) > 1 else []
 
     @model_validator(mode="after")
     def _roles_present(self) -> RunConfig:

@@ -18,7 +18,7 @@ from mstar_ray.sandbox_host.process import SandboxLimits, check_layers, shared_f
 @ray.remote
 class ReflectorActor:
     def __init__(self, kind: str, settings: LLMSettings, limits: SandboxLimits, max_repairs: int,
-                 cache_name: str, gateway_name: str, run_dir: str | None = None):
+                 cache_name: str, gateway_name: str, run_dir: str | None = None, ensemble: list[str] | None = None):
         # The sandbox fork server starts with the actor: its imports cost a second or two of CPU that no
         # evaluation should pay, and a broken install shows at start-up rather than on the first job.
         shared_fork_server()
@@ -27,7 +27,8 @@ class ReflectorActor:
                                          gateway=Remote.named(gateway_name))
         self.embedder = roles.embedder()
         self.limits = limits
-        self.reflector = make_reflector(kind, ReflectorSetup(settings, max_repairs, roles.client, run_dir))
+        # ``ensemble``: the offline stand-ins of search.ensemble, one reflector each (none: ``kind`` alone)
+        self.reflector = make_reflector(kind, ReflectorSetup(settings, max_repairs, roles.client, run_dir), ensemble or ())
 
     def sandbox_layers(self) -> dict:
         """The layers its smoke tests' sandboxes get here; raises ``SandboxUnavailable`` when a required one is missing."""

@@ -10,7 +10,7 @@ from mstar_ray.seeds import canonical
 # The only settings a resume may change: how much more to spend; and which reflector models answer (an
 # ensemble's bandit rebuilds its records from the logs and tries a new model first: mstar_ray.driver.steering).
 BUDGET_KEYS = ("search.max_candidates", "search.max_iterations", "search.max_wall_s", "llm.budget")
-REFLECTOR_KEYS = ("llm.reflector", "llm.prices", "llm.ensemble_exploration")
+REFLECTOR_KEYS = ("llm.reflector", "llm.prices", "llm.ensemble_exploration", "search.ensemble")
 
 
 def _flatten(data: dict, prefix: str = "") -> dict[str, object]:
@@ -41,7 +41,8 @@ def merge_resume_config(stored: RunConfig, given: RunConfig | None) -> RunConfig
         raise ConfigError("on resume only the budget and the reflector models may change ("
                           + ", ".join(BUDGET_KEYS + REFLECTOR_KEYS) + "); changed: "
                           + ", ".join(f"{k} ({before.get(k)!r} -> {after.get(k)!r})" for k in changed))
-    search = stored.search.model_copy(update={k: getattr(given.search, k) for k in ("max_candidates", "max_iterations", "max_wall_s")})
+    search = stored.search.model_copy(update={k: getattr(given.search, k)
+                                              for k in ("max_candidates", "max_iterations", "max_wall_s", "ensemble")})
     llm = stored.llm.model_copy(update={"budget": given.llm.budget, "reflector": given.llm.reflector,
                                         "prices": given.llm.prices,
                                         "ensemble_exploration": given.llm.ensemble_exploration})

@@ -133,7 +133,7 @@ class SearchDriver:
         return ReflectorActor.options(
             num_cpus=cfg.ray.reflector_cpus, max_restarts=cfg.ray.max_restarts, max_task_retries=cfg.ray.max_restarts,
         ).remote(cfg.search.reflector, cfg.llm, cfg.sandbox, cfg.search.max_repairs,
-                 self.cache.name, self.gateway.name, str(self.run_dir.path))
+                 self.cache.name, self.gateway.name, str(self.run_dir.path), list(cfg.search.ensemble or ()))
 
     # ------------------------------------------------------------------------------------------ the loop
 

@@ -12,7 +12,6 @@ from mstar_ray.llm.ledger import RoleUsage
 from mstar_ray.reflect.ensemble import choose
 from mstar_ray.reflect.guidance import guidance_id, rewrite_due, seed_texts
 from mstar_ray.reflect.reflector import ReflectionOutcome
-from mstar_ray.reflect.registry import reflector_class
 from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.run_config import RunConfig
 from mstar_ray.state.reflector_yield import arms_by, book, model_arms
@@ -24,8 +23,7 @@ class Steering:
     def __init__(self, config: RunConfig):
         self.config = config
         cfg = config.search
-        models = [c.model for c in config.llm.reflectors()] if reflector_class(cfg.reflector).needs_model else []
-        self.ensemble = models if len(models) > 1 else []
+        self.ensemble = config.reflector_arms()  # the models of llm.reflector's list, or search.ensemble's stand-ins
         self.spend: dict[str, RoleUsage] = {}  # the reflector's by model (a replay's on a resume)
         self.guidance_seeds = seed_texts(cfg.guidance.size) if cfg.guidance is not None else []
         self.rewrite_asked = False  # one meta-step at a time
@@ -36,8 +34,9 @@ class Steering:
     def started(self, request: ReflectionRequest, state: SearchState) -> ReflectionStarted:
         """The reflection's transition, with its model and instruction chosen (and set on ``request``)."""
         model = reason = guidance = None
+        cfg = self.config.search
         if request.kind == "improve" and self.ensemble:
-            arms = model_arms(state, self.spend, self.ensemble)
+            arms = model_arms(state, self.spend, self.ensemble, cfg.ensemble)
             choice = choose([a for a in arms if a.model in self.ensemble],
                             random.Random(f"{self.config.search.seed}:model:{request.iteration}"),
                             self.config.llm.ensemble_exploration)

@@ -34,7 +34,7 @@ from mstar_ray.runlog.transfer import TransferMatrix  # noqa: E402
 from mstar_ray.search.pareto import TIE, ParetoParents  # noqa: E402
 from mstar_ray.search.population import Population  # noqa: E402
 from mstar_ray.search.split import Split  # noqa: E402
-from mstar_ray.state.reflector_yield import model_arms, yield_lines  # noqa: E402
+from mstar_ray.state.reflector_yield import run_arms, yield_lines  # noqa: E402
 from mstar_ray.state.replay import restore  # noqa: E402
 from mstar_ray.structure.population_map import PopulationMap, map_population  # noqa: E402
 from mstar_ray.structure.index import StructureIndex  # noqa: E402
@@ -279,8 +279,7 @@ def build_report(run_dir: Path) -> str:
              "program already queued)",
              *(f"scored by {html.escape(metric)}" for metric in metrics(run_dir))]
     if state.reflector_models:  # an ensemble of reflector models: spend and yield per model
-        arms = model_arms(state, state.reflector_usage, [c.model for c in config.llm.reflectors()])
-        facts += [f"reflector {html.escape(line)}" for line in yield_lines(arms)]
+        facts += [f"reflector {html.escape(line)}" for line in yield_lines(run_arms(config, state))]
     if config.search.cascade is not None:
         passed = [r for r in evaluated if r.origin != "seed" and r.screen_score is not None]
         facts.append(f"cascade (rule {config.search.cascade.rule}): {len(screened)} children screened out after the "

@@ -19,7 +19,7 @@ from mstar_ray.search.population import Member
 from mstar_ray.search.selection import Incumbent, replay
 from mstar_ray.search.split import Split
 from mstar_ray.serve.replicas import ReplicaRecord
-from mstar_ray.state.reflector_yield import model_arms, yield_lines
+from mstar_ray.state.reflector_yield import run_arms, yield_lines
 from mstar_ray.state.replay import restore
 from mstar_ray.state.search_state import SearchState
 from mstar_ray.terminal import printable
@@ -189,8 +189,7 @@ def status_text(run_dir: Path) -> str:
                  + (f"; attribution's oracle reads ${sum(c.cost_usd for c in oracle):.4f} in {len(oracle)} requests"
                     if oracle else ""))
     if state.reflector_models:  # an ensemble of reflector models: what each spent and what its children brought
-        models = [c.model for c in config.llm.reflectors()]
-        lines += [f"reflector {line}" for line in yield_lines(model_arms(state, state.reflector_usage, models))]
+        lines += [f"reflector {line}" for line in yield_lines(run_arms(config, state))]
     lines += _serving_lines(run_dir, calls)
     if summary_path.exists():
         summary = json.loads(summary_path.read_text())

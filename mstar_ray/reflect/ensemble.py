@@ -9,14 +9,22 @@ its reflections cost. A model never tried is tried first (in list order). Everyt
 run logged (``Arm`` records; ``mstar_ray.state.reflector_yield`` rebuilds them from a run's state), so a
 resume continues where the run stopped, and a model added to or dropped from the list on a resume is simply
 tried, or no longer chosen. Ray-free and pure: the policy feeds it, the report reads the same records.
+The arms are models of ``llm.reflector``, or offline stand-ins of ``search.ensemble`` (their cost a nominal
+price per reflection); ``ModelEnsemble`` hands each request to the arm chosen for it.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from mstar_ray.reflect.base import Reflector
+    from mstar_ray.reflect.reflector import Child, Discard, SmokeTest
+    from mstar_ray.reflect.request import ReflectionRequest
 
 # What entering the population is worth, in static-score points: a child that joins but leads its parent by
 # nothing still widens what the next reflections can start from, less than a real lead does.
@@ -76,3 +84,29 @@ def choose(arms: list[Arm], rng: random.Random, exploration: float = 1.0) -> Cho
     tied = [(arm, why) for index, arm, why in best if index >= top * (1 - 1e-12)]
     arm, why = tied[rng.randrange(len(tied))] if len(tied) > 1 else tied[0]
     return Choice(model=arm.model, reason=why)
+
+
+class ModelEnsemble:
+    """Several reflectors, one per arm of an ensemble (the models of an ``llm.reflector`` list, or the offline
+    stand-ins of ``search.ensemble``): the policy names the arm of each request (``choose`` picks it); a
+    request naming none goes to the first."""
+
+    def __init__(self, members: dict[str, Reflector], listed_in: str = "llm.reflector"):
+        self.members = members
+        self.listed_in = listed_in  # where the arms are configured, for the message of a dropped one
+
+    def _member(self, request: ReflectionRequest) -> Reflector | None:
+        return self.members.get(request.model or next(iter(self.members)))
+
+    def reflect(self, request: ReflectionRequest, smoke: SmokeTest) -> Child | Discard:
+        from mstar_ray.reflect.reflector import Discard
+
+        member = self._member(request)
+        if member is None:  # a request made before a resume that changed the list
+            return Discard(parent=request.parent_id, reason=f"the reflector {request.model!r} is no longer "
+                           f"configured ({self.listed_in} lists {', '.join(self.members)})", attempts=0, errors=[])
+        return member.reflect(request, smoke)
+
+    def rewrite_guidance(self, request: ReflectionRequest) -> str | None:
+        member = self._member(request)
+        return member.rewrite_guidance(request) if member is not None else None

@@ -10,6 +10,7 @@ from mstar_ray.llm.settings import ReflectorConfig
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.base import ReflectorSetup
 from mstar_ray.reflect.edit_formats import EditFormat, read_edit, resolve_format
+from mstar_ray.reflect.ensemble import ModelEnsemble
 from mstar_ray.reflect.function_edit import EditError
 from mstar_ray.reflect.guidance import read_rewrite, rewrite_messages
 from mstar_ray.reflect.prompt import CHARS_PER_TOKEN, reflection_messages, repair_messages
@@ -103,24 +104,3 @@ class LLMReflector:
             return None
         return read_rewrite(reply)
 
-
-class ModelEnsemble:
-    """Several models' one-shot reflectors (``llm.reflector`` lists several): the policy names the model of each
-    request (``mstar_ray.reflect.ensemble`` chooses it); a request naming none goes to the first."""
-
-    def __init__(self, members: dict[str, LLMReflector]):
-        self.members = members
-
-    def _member(self, request: ReflectionRequest) -> LLMReflector | None:
-        return self.members.get(request.model or next(iter(self.members)))
-
-    def reflect(self, request: ReflectionRequest, smoke: SmokeTest) -> Child | Discard:
-        member = self._member(request)
-        if member is None:  # a request made before a resume that changed the list
-            return Discard(parent=request.parent_id, reason=f"the reflector model {request.model!r} is no longer "
-                           f"configured (llm.reflector lists {', '.join(self.members)})", attempts=0, errors=[])
-        return member.reflect(request, smoke)
-
-    def rewrite_guidance(self, request: ReflectionRequest) -> str | None:
-        member = self._member(request)
-        return member.rewrite_guidance(request) if member is not None else None

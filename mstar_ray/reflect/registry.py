@@ -4,6 +4,7 @@ dependencies are paid for only by the runs that use it). A new kind is one modul
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from importlib import import_module
 
 from mstar_ray.exit_codes import InputError
@@ -14,6 +15,9 @@ _REFLECTORS: dict[str, tuple[str, str, str]] = {
     "offline": ("mstar_ray.reflect.offline", "OfflineReflector",
                 "generic edits chosen from the failures and lineage"),
     "offline-random": ("mstar_ray.reflect.offline_random", "RandomOfflineReflector", "drawn blindly (an ablation)"),
+    "offline-reader": ("mstar_ray.reflect.offline_reader", "OfflineReadingReflector",
+                       "the offline reflector reading the run directory through llm-reader's tools first (the parent's "
+                       "failure stages, the best program as a donor)"),
     "llm": ("mstar_ray.reflect.one_shot", "LLMReflector", "the llm.reflector endpoint, one reply per attempt"),
     "llm-reader": ("mstar_ray.reflect.reading", "ReadingReflector", "the llm.reflector endpoint reading the run "
                    "directory through tools (programs, scores, results, traces, diffs, history) before it answers"),
@@ -34,8 +38,14 @@ def reflector_class(name: str) -> type[Reflector]:
     return getattr(import_module(module), cls)
 
 
-def make_reflector(name: str, setup: ReflectorSetup) -> Reflector:
-    return reflector_class(name).make(setup)
+def make_reflector(name: str, setup: ReflectorSetup, ensemble: Sequence[str] = ()) -> Reflector:
+    """The reflector of ``search.reflector``; with offline stand-ins as an ensemble's arms (``search.ensemble``),
+    one of each, every request answered by the arm the policy chose for it."""
+    if not ensemble:
+        return reflector_class(name).make(setup)
+    from mstar_ray.reflect.ensemble import ModelEnsemble
+
+    return ModelEnsemble({kind: reflector_class(kind).make(setup) for kind in ensemble}, listed_in="search.ensemble")
 
 
 __all__ = ["REFLECTOR_NAMES", "Reflector", "ReflectorSetup", "describe", "make_reflector", "reflector_class"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,14 @@ TOOLS: list[dict[str, Any]] = [
     _tool("search", "Programs whose source or commit message holds the text, with the matching lines.",
           {"text": {"type": "string"}}, ["text"]),
 ]
+
+
+# The first line of each of ``results``' entries and each line of ``list_programs``, as a reader without a model
+# (``reflect.offline_reader``) reads them back: kept beside the code that writes them.
+RESULT_HEADER = re.compile(r"^\[(?P<question_id>[^\]\n]+)\] \((?P<category>[^\n]*), split (?P<split>\S+)\) "
+                           r"score (?P<score>[0-9.]+)(?:, failed at (?P<stage>\S+))?$", re.MULTILINE)
+PROGRAM_LINE = re.compile(r"^(?P<id>\S+) parent=(?P<parent>\S+) origin=\S+ status=(?P<status>\S+) "
+                          r"static=(?P<static>\S+) ", re.MULTILINE)
 
 
 class RunReader:

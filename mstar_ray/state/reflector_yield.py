@@ -1,14 +1,20 @@
 """Each reflector model's spend and yield in a run, counted from its search state: the records an ensemble's
 bandit chooses by (``mstar_ray.reflect.ensemble``) and that ``status`` and the report show. Live and after a
 resume alike, since the state is what the logs replay to (which reflection went to which model is its
-``ReflectionStarted`` row; the spend, the reflector's ``llm_calls`` by model)."""
+``ReflectionStarted`` row; the spend, the reflector's ``llm_calls`` by model, or for an offline stand-in, its
+nominal price per reflection from ``search.ensemble``)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from mstar_ray.llm.ledger import RoleUsage
 from mstar_ray.llm.usage import CallLog
 from mstar_ray.reflect.ensemble import Arm
 from mstar_ray.state.search_state import SearchState
+
+if TYPE_CHECKING:
+    from mstar_ray.run_config import RunConfig
 
 
 def book(usage: dict[str, RoleUsage], key: str, call: CallLog) -> None:
@@ -18,10 +24,21 @@ def book(usage: dict[str, RoleUsage], key: str, call: CallLog) -> None:
                                                          completion_tokens=call.completion_tokens, cost_usd=call.cost_usd))
 
 
-def model_arms(state: SearchState, spend: dict[str, RoleUsage], models: list[str] | None = None) -> list[Arm]:
+def model_arms(state: SearchState, spend: dict[str, RoleUsage], models: list[str] | None = None,
+               nominal: dict[str, float] | None = None) -> list[Arm]:
     """One record per model: ``models`` (those configured now, in order) first, then any other the run's
-    history names (a model dropped from the list on a resume is still reported, never chosen)."""
-    return arms_by(state, state.reflector_models, models, spend)
+    history names (a model dropped from the list on a resume is still reported, never chosen). A model with a
+    ``nominal`` price (an offline stand-in's, per reflection) has spent that price per reflection."""
+    arms = arms_by(state, state.reflector_models, models, spend)
+    for arm in arms:
+        if nominal and arm.model in nominal:
+            arm.spend_usd = nominal[arm.model] * arm.reflections
+    return arms
+
+
+def run_arms(config: RunConfig, state: SearchState) -> list[Arm]:
+    """The records ``status`` and the report show: the arms configured now, then any other the logs name."""
+    return model_arms(state, state.reflector_usage, config.reflector_arms(), config.search.ensemble)
 
 
 def arms_by(state: SearchState, assigned: dict[int, str], names: list[str] | None = None,
@@ -55,6 +72,7 @@ def yield_lines(arms: list[Arm]) -> list[str]:
     lines = []
     for arm in arms:
         per_dollar = f"{arm.gain / arm.spend_usd:.3g} gain per $" if arm.spend_usd > 0 else "no spend"
+        spent = f"over {arm.calls} calls" if arm.calls else "nominal"  # a stand-in calls no model
         lines.append(f"{arm.model}: {arm.reflections} reflections ({arm.judged} judged), {arm.entered} children in, "
-                     f"lead +{arm.lead:.3f}; ${arm.spend_usd:.4f} over {arm.calls} calls; {per_dollar}")
+                     f"lead +{arm.lead:.3f}; ${arm.spend_usd:.4f} {spent}; {per_dollar}")
     return lines
