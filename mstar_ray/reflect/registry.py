@@ -16,8 +16,8 @@ _REFLECTORS: dict[str, tuple[str, str, str]] = {
                 "generic edits chosen from the failures and lineage"),
     "offline-random": ("mstar_ray.reflect.offline_random", "RandomOfflineReflector", "drawn blindly (an ablation)"),
     "offline-reader": ("mstar_ray.reflect.offline_reader", "OfflineReadingReflector",
-                       "the offline reflector reading the run directory through llm-reader's tools first (the parent's "
-                       "failure stages, the best program as a donor)"),
+                       "the offline reflector, its edit chosen from what it reads first through llm-reader's tools "
+                       "(the parent's failures and their stages, the best programs as donors)"),
     "llm": ("mstar_ray.reflect.one_shot", "LLMReflector", "the llm.reflector endpoint, one reply per attempt"),
     "llm-reader": ("mstar_ray.reflect.reading", "ReadingReflector", "the llm.reflector endpoint reading the run "
                    "directory through tools (programs, scores, results, traces, diffs, history) before it answers"),
