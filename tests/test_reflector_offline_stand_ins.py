@@ -120,6 +120,9 @@ def test_a_single_stand_in_and_a_bad_ensemble() -> None:
     assert isinstance(made, ModelEnsemble)
     dropped = made.reflect(ReflectionRequest(parent_id="p", parent_source="", parent_score=0.0, model="gone"), None)
     assert "search.ensemble lists offline, offline-random" in dropped.reason
+    # search.reflector answers a request naming no arm (a runtime fix), wherever the ensemble lists it
+    assert list(make_reflector("offline-random", ReflectorSetup(RunConfig().llm, 1), ["offline", "offline-random"])
+                .members) == ["offline-random", "offline"]
 
 
 @pytest.fixture(scope="module")

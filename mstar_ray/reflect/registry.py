@@ -45,7 +45,8 @@ def make_reflector(name: str, setup: ReflectorSetup, ensemble: Sequence[str] = (
         return reflector_class(name).make(setup)
     from mstar_ray.reflect.ensemble import ModelEnsemble
 
-    return ModelEnsemble({kind: reflector_class(kind).make(setup) for kind in ensemble}, listed_in="search.ensemble")
+    kinds = [name, *(kind for kind in ensemble if kind != name)]  # ``name`` first: it answers a request naming none
+    return ModelEnsemble({kind: reflector_class(kind).make(setup) for kind in kinds}, listed_in="search.ensemble")
 
 
 __all__ = ["REFLECTOR_NAMES", "Reflector", "ReflectorSetup", "describe", "make_reflector", "reflector_class"]
