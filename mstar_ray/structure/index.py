@@ -8,7 +8,7 @@ and no novelty; it is still evaluated, and its sandbox decides what it is worth.
 Placing a program runs in the driver's loop, so its work is bounded by construction, whatever the program's shape:
 the parse and the key are linear in a tree the checker's caps bound (``MAX_TREE_NODES``, ``MAX_TREE_DEPTH``), the
 label bounds of all known trees are one vectorised pass, and the tree edit distances (to the parent, then to the
-nearest known programs) fill at most ``MAX_PLACE_CELLS`` table cells in all, 0.3 s idle and under a second on a busy
+nearest known programs) fill at most ``MAX_PLACE_CELLS`` table cells in all, about a second idle and a few on a busy
 machine (``scripts/bench_host_bounds.py``); past it a distance is its label lower bound.
 """
 
@@ -20,7 +20,9 @@ from mstar_ray.structure.nearest import NearestIndex
 from mstar_ray.structure.ted import MAX_DISTANCE_CELLS, distance_with_cells, normalise
 from mstar_ray.structure.tree import Level, Tree, program_tree, structural_key
 
-MAX_PLACE_CELLS = MAX_DISTANCE_CELLS  # one distance at its cap: the parent's, then the nearest within what is left
+# Four distances at their cap: the parent's, then the nearest within what is left. One was too few for programs a
+# search really makes (mutated seeds: the nearest search ran out at 8.5e7 cells and answered a lower bound).
+MAX_PLACE_CELLS = 4 * MAX_DISTANCE_CELLS
 
 
 @dataclass(frozen=True)
