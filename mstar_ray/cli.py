@@ -67,7 +67,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from mstar_ray.llm.cache import SqliteCache
     from mstar_ray.actors.wiring import RoleClients, probe_endpoints
     from mstar_ray.sandbox_host.process import SandboxLimits
-    from mstar_ray.tasks.registry import load_task
+    from mstar_ray.families.task_registry import load_task
 
     source = _read_program(args.program)
     violations = check_source(source)
@@ -221,7 +221,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 def cmd_transfer(args: argparse.Namespace) -> int:
     import time
 
-    from mstar_ray.driver.policy import FatalRunError
+    from mstar_ray.search.loop.policy import FatalRunError
     from mstar_ray.driver.transfer import run_transfer
 
     out = args.out or f"runs/transfer-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -242,7 +242,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
 
     if not 0 <= args.train_share < 1:
         raise InputError(f"--train-share must be in [0, 1), got {args.train_share}")
-    from mstar_ray.tasks.registry import options_model
+    from mstar_ray.families.task_registry import options_model
 
     # --seed is the planner's; the task's too where the task has one (its draw of texts)
     task_seed = {"seed": args.seed} if args.task and "seed" in options_model(args.task).model_fields else {}
@@ -397,8 +397,8 @@ def _llm_arguments(command: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from mstar_ray.search.variants import described as variants_described
-    from mstar_ray.tasks.beam import SIZES as BEAM_SIZES
-    from mstar_ray.tasks.registry import TASK_NAMES
+    from mstar_ray.families.qa.beam import SIZES as BEAM_SIZES
+    from mstar_ray.families.task_registry import TASK_NAMES
 
     parser = argparse.ArgumentParser(prog="mstar-ray", description="Search for LLM-agent memory programs (M*).",
                                      epilog=f"exit codes: {exit_codes_text()}")
@@ -420,7 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="write only the N texts that best cover the questions asked (as the search chooses its "
                          "training texts); default: every text of the task")
     # The task options default to None, "not given": the task's own default applies, and one the task does not
-    # read is refused (mstar_ray.tasks.options).
+    # read is refused (mstar_ray.families.task_options).
     ev.add_argument("--conversation", type=int, default=None, help="LoCoMo or BEAM conversation index (0-based; default 0)")
     ev.add_argument("--data", default=None, help="the task's data: a file or folder (mstar-ray run's task.data)")
     ev.add_argument("--size", default=None, choices=BEAM_SIZES, help="BEAM conversation size (default 100K)")

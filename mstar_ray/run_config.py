@@ -20,8 +20,8 @@ from mstar_ray.sandbox_host.process import SandboxLimits
 from mstar_ray.search.parents import ParentSelection
 from mstar_ray.serve.config import ServeConfig
 from mstar_ray.tasks.adapter import AdapterError, AdapterTask, resolve_file
-from mstar_ray.tasks.options import SyntheticOptions
-from mstar_ray.tasks.registry import TaskConfig
+from mstar_ray.families.task_options import SyntheticOptions
+from mstar_ray.families.task_registry import TaskConfig
 
 
 class _Section(BaseModel):

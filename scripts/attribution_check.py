@@ -29,7 +29,7 @@ from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.seeds import PAPER_SEEDS, entry
-from mstar_ray.tasks.registry import load_task
+from mstar_ray.families.task_registry import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo10.json"

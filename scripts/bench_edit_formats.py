@@ -38,7 +38,7 @@ from mstar_ray.reflect.reply import ReplyError  # noqa: E402
 from mstar_ray.reflect.request import ReflectionRequest, sample_cases  # noqa: E402
 from mstar_ray.reflect.smoke import smoke_test  # noqa: E402
 from mstar_ray.reflect.v4a import PatchError  # noqa: E402
-from mstar_ray.tasks.registry import load_task  # noqa: E402
+from mstar_ray.families.task_registry import load_task  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "replies"
 

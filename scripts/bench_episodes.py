@@ -42,7 +42,7 @@ from mstar_ray.program_id import program_id  # noqa: E402
 from mstar_ray.sandbox_host.process import SandboxLimits  # noqa: E402
 from mstar_ray.search.jobs import EvalJob  # noqa: E402
 from mstar_ray.tasks.model import Task  # noqa: E402
-from mstar_ray.tasks.registry import load_task  # noqa: E402
+from mstar_ray.families.task_registry import load_task  # noqa: E402
 from tests.scripted_server import ScriptedServer  # noqa: E402
 
 SEED = ROOT / "seeds" / "experience_learner.py"

@@ -31,7 +31,7 @@ from mstar_ray.llm.settings import LLMSettings  # noqa: E402
 from mstar_ray.results import EvalProgress  # noqa: E402
 from mstar_ray.sandbox_host.process import SandboxLimits  # noqa: E402
 from mstar_ray.search.jobs import EvalJob  # noqa: E402
-from mstar_ray.tasks.registry import load_task  # noqa: E402
+from mstar_ray.families.task_registry import load_task  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

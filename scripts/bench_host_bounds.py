@@ -186,8 +186,8 @@ def crossovers() -> None:
     of methods and 4 times it (before the caps: 50 methods 8 s, 200 methods 4 minutes on this machine)."""
     import random
 
-    from mstar_ray.reflect.mutations import NoMutation
-    from mstar_ray.reflect.mutations.crossover import crossover
+    from mstar_ray.reflect.offline import NoMutation
+    from mstar_ray.reflect.offline.crossover import crossover
     from tests.test_host_bounds import chained_methods
 
     times = []

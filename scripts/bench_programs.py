@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mstar_ray.program_id import program_id  # noqa: E402
-from mstar_ray.reflect.mutations import NoMutation, propose  # noqa: E402
+from mstar_ray.reflect.offline import NoMutation, propose  # noqa: E402
 
 SEED_NAMES = ("vector_search", "llm_summarizer", "experience_learner")
 

@@ -56,7 +56,7 @@ from mstar_ray.reflect.smoke import smoke_test  # noqa: E402
 from mstar_ray.reflect.v4a import PatchError  # noqa: E402
 from mstar_ray.search.split import covering_texts  # noqa: E402
 from mstar_ray.tasks.model import Task  # noqa: E402
-from mstar_ray.tasks.registry import load_task  # noqa: E402
+from mstar_ray.families.task_registry import load_task  # noqa: E402
 
 COPY_SIMILARITY = 0.8
 # The fixed example the function prompt showed before issue 15, whose children copied it.

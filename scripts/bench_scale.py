@@ -7,7 +7,7 @@ through its one injection point, the pool's actor factories (``SearchDriver(work
 
 - the evaluator answers at once (or after ``--latency`` seconds) with per-question scores drawn from a
   quality the program carries in a comment (no sandbox, no model);
-- the reflector makes a real child: an offline mutation (``mstar_ray.reflect.mutations``, the structural
+- the reflector makes a real child: an offline mutation (``mstar_ray.reflect.offline``, the structural
   changes a search makes) checked by the reflector's own ``check_child`` (contract, novelty against the
   known ids; no sandbox smoke test), whose quality is its parent's plus a little noise, so good parents
   tend to have good children and lines of descent grow as in a search.
@@ -102,7 +102,7 @@ class InstantReflector:
 
     def reflect(self, request):
         from mstar_ray.program_id import program_id
-        from mstar_ray.reflect.mutations import NoMutation, propose
+        from mstar_ray.reflect.offline import NoMutation, propose
         from mstar_ray.reflect.reflector import Child, Discard, ReflectionOutcome, check_child
 
         time.sleep(self.latency_s)
@@ -174,8 +174,8 @@ def one(candidates: int, evaluators: int, latency: float, nodes: int, run_dir: P
     """One simulated search of ``candidates`` children, then status, report and a resume's set-up on its directory."""
     from ray.cluster_utils import Cluster
 
-    from mstar_ray.driver.endgame import Endgame
-    from mstar_ray.driver.policy import SearchPolicy
+    from mstar_ray.search.loop.endgame import Endgame
+    from mstar_ray.search.loop.policy import SearchPolicy
     from mstar_ray.driver.progress import Progress, ProgressState
     from mstar_ray.driver.recorder import RunRecorder
     from mstar_ray.driver.run_dir import RunDir
@@ -190,7 +190,7 @@ def one(candidates: int, evaluators: int, latency: float, nodes: int, run_dir: P
     from mstar_ray.state.replay import restore
     from mstar_ray.state.search_state import SearchState
     from mstar_ray.structure.index import StructureIndex
-    from mstar_ray.tasks.registry import task_from_config
+    from mstar_ray.families.task_registry import task_from_config
 
     timers = Timers()
     timers.wrap(StructureIndex, "place", "novelty (place a program)", size=len)

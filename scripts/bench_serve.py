@@ -39,7 +39,7 @@ from mstar_ray.search.jobs import EvalJob  # noqa: E402
 from mstar_ray.serve.config import ServeConfig  # noqa: E402
 from mstar_ray.serve.deploy import Serving  # noqa: E402
 from mstar_ray.tasks.model import Task  # noqa: E402
-from mstar_ray.tasks.registry import load_task  # noqa: E402
+from mstar_ray.families.task_registry import load_task  # noqa: E402
 from tests.llm_server import MODEL_ALIAS, LlamaServer, free_port  # noqa: E402
 
 TINY = [{"role": "user", "content": "Say yes."}]

@@ -64,8 +64,8 @@ from mstar_ray.sandbox_host.process import SandboxLimits  # noqa: E402
 from mstar_ray.sandbox.toolkit import Toolkit  # noqa: E402
 from mstar_ray.search.jobs import EvalJob  # noqa: E402
 from mstar_ray.tasks.model import Task  # noqa: E402
-from mstar_ray.tasks.registry import load_task  # noqa: E402
-from mstar_ray.tasks.scoring import token_f1  # noqa: E402
+from mstar_ray.families.task_registry import load_task  # noqa: E402
+from mstar_ray.families.qa.scoring import token_f1  # noqa: E402
 from tests.scripted_server import ScriptedServer  # noqa: E402
 
 REFERENCE_POOL = 64  # the reference's batch pool
@@ -239,7 +239,7 @@ from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.tasks.model import Task
-from mstar_ray.tasks.registry import load_task
+from mstar_ray.families.task_registry import load_task
 full = load_task("synthetic", seed=0, granularity="turn")
 task = Task(name="bench", texts=full.texts[:{texts}], items=full.items[:{questions}])
 source = open({seed!r}).read()

@@ -28,11 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mstar_ray.actors.wiring import RoleClients, probe_endpoints  # noqa: E402
 from mstar_ray.agent.evaluation import evaluate  # noqa: E402
-from mstar_ray.reflect.mutations.engine import NoMutation  # noqa: E402
-from mstar_ray.reflect.mutations.reflective import INSTRUCTION_KINDS, editors  # noqa: E402
+from mstar_ray.reflect.offline.engine import NoMutation  # noqa: E402
+from mstar_ray.reflect.offline.reflective import INSTRUCTION_KINDS, editors  # noqa: E402
 from mstar_ray.run_config import RunConfig, resolve_seeds  # noqa: E402
 from mstar_ray.search.noise import paired_interval  # noqa: E402
-from mstar_ray.tasks.registry import task_from_config  # noqa: E402
+from mstar_ray.families.task_registry import task_from_config  # noqa: E402
 from scripts.search_table import settings, with_keys  # noqa: E402
 
 # Edits that need other programs (crossover) or only touch prompts are not a seed's own headroom.

@@ -31,7 +31,7 @@ from mstar_ray.agent.evaluation import evaluate  # noqa: E402
 from mstar_ray.llm.settings import LLMSettings  # noqa: E402
 from mstar_ray.results import EvalReport  # noqa: E402
 from mstar_ray.tasks.model import Task  # noqa: E402
-from mstar_ray.tasks.registry import load_task  # noqa: E402
+from mstar_ray.families.task_registry import load_task  # noqa: E402
 from scripts.task_to_jsonl import write_jsonl_task  # noqa: E402
 
 RUBRIC_FIXTURE = ROOT / "tests" / "fixtures" / "rubric" / "healthbench.jsonl"

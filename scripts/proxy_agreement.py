@@ -54,7 +54,7 @@ from mstar_ray.llm.cache import SqliteCache  # noqa: E402
 from mstar_ray.llm.endpoint import EndpointConfig  # noqa: E402
 from mstar_ray.llm.settings import LLMSettings  # noqa: E402
 from mstar_ray.tasks.model import Task  # noqa: E402
-from mstar_ray.tasks.registry import load_task  # noqa: E402
+from mstar_ray.families.task_registry import load_task  # noqa: E402
 from scripts.rank_agreement import spearman  # noqa: E402
 from scripts.seed_table import conversation_range  # noqa: E402
 

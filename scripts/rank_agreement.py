@@ -41,7 +41,7 @@ from mstar_ray.agent.evaluation import evaluate  # noqa: E402
 from mstar_ray.run_config import RunConfig  # noqa: E402
 from mstar_ray.search.noise import paired_interval  # noqa: E402
 from mstar_ray.tasks.model import Task  # noqa: E402
-from mstar_ray.tasks.registry import task_from_config  # noqa: E402
+from mstar_ray.families.task_registry import task_from_config  # noqa: E402
 
 PROTOCOL_CALLS = ("extract", "query", "answer", "toolkit_llm")
 

@@ -27,7 +27,7 @@ from mstar_ray.agent.evaluation import evaluate  # noqa: E402
 from mstar_ray.contract import ContractError  # noqa: E402
 from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings  # noqa: E402
 from mstar_ray.seeds import LIBRARY  # noqa: E402
-from mstar_ray.tasks.registry import load_task  # noqa: E402
+from mstar_ray.families.task_registry import load_task  # noqa: E402
 
 
 MUTATORS = {"append", "extend", "insert", "update", "add", "pop", "remove", "clear", "setdefault", "upsert",

@@ -44,7 +44,7 @@ from mstar_ray.run_config import RunConfig  # noqa: E402
 from mstar_ray.runlog.reader import read_rows  # noqa: E402
 from mstar_ray.search.jobs import static_score  # noqa: E402
 from mstar_ray.tasks.model import Task  # noqa: E402
-from mstar_ray.tasks.registry import task_from_config  # noqa: E402
+from mstar_ray.families.task_registry import task_from_config  # noqa: E402
 
 
 def variant_config(base: dict, name: str, args: argparse.Namespace) -> dict:

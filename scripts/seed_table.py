@@ -26,9 +26,9 @@ from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.llm.cache import SqliteCache
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.results import EvalReport
-from mstar_ray.tasks.locomo import CATEGORY_NAMES, DEFAULT_CATEGORIES
+from mstar_ray.families.qa.locomo import CATEGORY_NAMES, DEFAULT_CATEGORIES
 from mstar_ray.tasks.model import Task
-from mstar_ray.tasks.registry import load_task
+from mstar_ray.families.task_registry import load_task
 
 LOCOMO_CATEGORIES = [CATEGORY_NAMES[c] for c in DEFAULT_CATEGORIES]
 

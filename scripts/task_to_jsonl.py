@@ -11,9 +11,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from mstar_ray.tasks.jsonl import write_jsonl
+from mstar_ray.families.qa.jsonl import write_jsonl
 from mstar_ray.tasks.model import Task
-from mstar_ray.tasks.registry import TASK_NAMES, load_task
+from mstar_ray.families.task_registry import TASK_NAMES, load_task
 
 
 def write_jsonl_task(task: Task, out: Path) -> None:

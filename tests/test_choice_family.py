@@ -21,7 +21,7 @@ from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.exit_codes import InputError
 from mstar_ray.families import family
 from mstar_ray.families.choice import Asked, ChoiceSpec, picked
-from mstar_ray.tasks.registry import load_task
+from mstar_ray.families.task_registry import load_task
 from tests.conftest import seed_source
 from tests.scripted_server import ScriptedServer
 from tests.test_eval_pipeline import model_reply, with_model

@@ -12,7 +12,7 @@ from pathlib import Path
 from mstar_ray.actors.wiring import RoleClients
 from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.llm.settings import LLMSettings
-from mstar_ray.tasks.registry import load_task
+from mstar_ray.families.task_registry import load_task
 from scripts.edit_headroom import apply
 from tests.conftest import seed_source
 from tests.test_mutations import MINIMAL

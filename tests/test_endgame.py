@@ -1,4 +1,4 @@
-"""The end of a search (``driver.endgame``) without Ray: a search driven to its end by an in-process pool, then the
+"""The end of a search (``search.loop.endgame``) without Ray: a search driven to its end by an in-process pool, then the
 confirmation, the choice, the test and the fallback through the same pool, with one program failing in each phase
 ({static, confirmation, test}), each way ({raise, violation, timeout, crash, garbage frame}) and each position
 ({incumbent, contender, seed, fallback}). Whatever fails, the end returns a program that passed its test, records
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from mstar_ray.driver.endgame import Endgame, Ending
-from mstar_ray.driver.policy import MAX_CRASHES_PER_CANDIDATE, FatalRunError, SearchPolicy
+from mstar_ray.search.loop.endgame import Endgame, Ending
+from mstar_ray.search.loop.policy import MAX_CRASHES_PER_CANDIDATE, FatalRunError, SearchPolicy
 from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.recorder import RunRecorder
 from mstar_ray.driver.run_dir import RunDir
@@ -29,7 +29,7 @@ from mstar_ray.search.jobs import EvalJob, EvalOutcome, static_score
 from mstar_ray.search.split import SplitPlan
 from mstar_ray.search.work import Crashed, Done, Finished, Raised, Work
 from mstar_ray.state.candidate import Seed
-from mstar_ray.tasks.synthetic import make_synthetic
+from mstar_ray.families.qa.synthetic import make_synthetic
 from scripts.fault_resume import table
 from tests.conftest import SEEDS
 from tests.test_policy import reflect  # a child is its parent with one more STEP_ line

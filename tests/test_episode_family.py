@@ -15,7 +15,7 @@ from mstar_ray.agent.offline import OfflineBackend
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.envs.process import shared
 from mstar_ray.families import family
-from mstar_ray.tasks.registry import load_task
+from mstar_ray.families.task_registry import load_task
 from tests.conftest import seed_source
 
 SMALL = {"train_games": 10, "validation_games": 4, "test_games": 2}

@@ -97,7 +97,7 @@ def test_the_llm_actor_plays_every_step_through_the_runs_client(llm_server):
     from mstar_ray.llm.cache import MemoryCache
     from mstar_ray.llm.client import LLMClient
     from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig
-    from mstar_ray.tasks.registry import load_task
+    from mstar_ray.families.task_registry import load_task
     from tests.conftest import seed_source
 
     task = load_task("twc", train_games=2, validation_games=1, test_games=0, step_limit=3)

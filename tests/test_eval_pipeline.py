@@ -23,7 +23,7 @@ from mstar_ray.llm.governor import Governor
 from mstar_ray.llm.limits import EndpointLimit, LimitTable
 from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings
 from mstar_ray.tasks.model import Task
-from mstar_ray.tasks.registry import load_task
+from mstar_ray.families.task_registry import load_task
 from tests.conftest import seed_source
 from tests.scripted_server import ScriptedServer
 from tests.test_rubric_family import FIXTURES

@@ -40,7 +40,7 @@ def test_a_busy_evaluator_reports_its_progress_through_the_board(tmp_path):
     from mstar_ray.llm.settings import LLMSettings
     from mstar_ray.sandbox_host.process import SandboxLimits
     from mstar_ray.search.jobs import EvalJob
-    from mstar_ray.tasks.registry import load_task
+    from mstar_ray.families.task_registry import load_task
 
     task = load_task("synthetic", seed=1, granularity="turn")
     settings = LLMSettings(embedding={"kind": "hashing"})

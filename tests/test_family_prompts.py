@@ -19,7 +19,7 @@ from mstar_ray.families.qa import ANSWER
 from mstar_ray.families.rubric import RESPOND
 from mstar_ray.families.step import Shown
 from mstar_ray.llm.endpoint import Completion
-from mstar_ray.tasks.rubric import Message
+from mstar_ray.families.rubric.conversations import Message
 
 LONG_TURN = "It hurts when I run. " * 700  # beyond what the respond prompt keeps of a conversation
 CONVERSATION = [Message(role="system", content="You are a health assistant."), Message(role="user", content="My knee hurts."),

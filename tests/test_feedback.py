@@ -17,7 +17,7 @@ from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.reflect.smoke import smoke_test
 from mstar_ray.sandbox_host.process import Sandbox, SandboxLimits
 from mstar_ray.search.jobs import EvalJob
-from mstar_ray.tasks.registry import load_task
+from mstar_ray.families.task_registry import load_task
 from scripts.fault_resume import table  # (the run's logs, read with plain pyarrow)
 from tests.conftest import seed_source
 

@@ -317,8 +317,8 @@ def chained_methods(methods: int) -> tuple[str, str]:
 def test_crossover_of_a_chain_of_methods_does_linear_work():
     """Before: 50 methods took 8 s here, 200 four minutes (cubic: plans x rounds x a walk of the class). Now at
     most ``MAX_PLANS`` plans of at most ``MAX_UNIT_METHODS`` rounds each."""
-    from mstar_ray.reflect.mutations import NoMutation
-    from mstar_ray.reflect.mutations.crossover import MAX_PLANS, MAX_UNIT_METHODS, crossover
+    from mstar_ray.reflect.offline import NoMutation
+    from mstar_ray.reflect.offline.crossover import MAX_PLANS, MAX_UNIT_METHODS, crossover
 
     assert MAX_PLANS < 25 and MAX_UNIT_METHODS < 25  # both sizes below are past the caps
     runs = []

@@ -42,9 +42,17 @@ def _imported(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return {t for t in targets if t.split(".")[0] == "mstar_ray"}
 
 
+# Nested packages that stand on a floor of their own: the search's loop (``search/loop/``) changes the search's
+# state and calls the reflectors, while the search's parts beside it (``search/``) sit below both.
+OWN_FLOOR = ("mstar_ray.search.loop",)
+
+
 def unit(module: str) -> str:
     """The part of the tree a module belongs to: a subpackage or top-level module of mstar_ray (the in-sandbox
-    half is one, ``mstar_ray.sandbox``)."""
+    half is one, ``mstar_ray.sandbox``), or a nested package of ``OWN_FLOOR``."""
+    for nested in OWN_FLOOR:
+        if module == nested or module.startswith(nested + "."):
+            return nested
     return ".".join(module.split(".")[:2])
 
 
@@ -151,8 +159,8 @@ def readme_levels() -> dict[str, int]:
             elif char == ")":
                 depth -= 1
             kept.append(char if depth == 0 or aside else " ")
-        for name in re.findall(r"\b([a-z_]+)(?:/|\.py\b)", "".join(kept)):
-            levels.setdefault(name, level)
+        for name in re.findall(r"\b([a-z_]+(?:/[a-z_]+)*)(?:/|\.py\b)", "".join(kept)):
+            levels.setdefault(name.replace("/", "."), level)
     return levels
 
 

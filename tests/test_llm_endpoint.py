@@ -19,7 +19,7 @@ from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig
 from mstar_ray.llm.errors import EndpointError
 from mstar_ray.llm.structured import conform
 from mstar_ray.tasks.model import Task
-from mstar_ray.tasks.registry import load_task
+from mstar_ray.families.task_registry import load_task
 from tests.conftest import seed_source
 from tests.llm_server import free_port
 
@@ -135,7 +135,7 @@ def test_a_child_that_changed_only_read_costs_no_new_extraction_calls(llm_server
 
 @pytest.mark.slow
 def test_the_judge_gives_a_verdict_per_answer(llm_server):
-    from mstar_ray.tasks.judge import Judge
+    from mstar_ray.families.qa.judge import Judge
 
     judge = Judge(client_for(llm_server, role="judge"))
     verdicts = [judge("Where did Ana move?", "Lisbon", "Lisbon"), judge("Where did Ana move?", "Lisbon", "")]

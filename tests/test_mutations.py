@@ -16,7 +16,7 @@ from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
 from mstar_ray.contract import REQUIRED_CONSTANTS, check_source, inspect_program
 from mstar_ray.embedding.hashing import HashingEmbedder
-from mstar_ray.reflect.mutations import (
+from mstar_ray.reflect.offline import (
     GUIDANCE,
     READ_LIMIT,
     Mutation,
@@ -29,7 +29,7 @@ from mstar_ray.reflect.mutations import (
     propose,
 )
 from mstar_ray.seeds import PAPER_SEEDS
-from mstar_ray.tasks.registry import load_task
+from mstar_ray.families.task_registry import load_task
 
 ROOT = Path(__file__).resolve().parent.parent
 # The paper's three seeds, whose shapes these expectations describe; the whole library goes through propose()

@@ -14,8 +14,8 @@ from mstar_ray.envs.base import EpisodeSpec
 from mstar_ray.envs.process import shared
 from mstar_ray.families.episode.turn import Turn
 from mstar_ray.families.step import Shown
-from mstar_ray.tasks.episodes import Roles, episode_task
-from mstar_ray.tasks.registry import load_task
+from mstar_ray.families.episode.games import Roles, episode_task
+from mstar_ray.families.task_registry import load_task
 from tests.conftest import seed_source
 
 TRANSCRIPT = """OBJECTIVE: Your task is to pick up objects, then place them in their usual locations in the environment.

@@ -20,9 +20,9 @@ from mstar_ray.families.qa.offline import IDK
 from mstar_ray.families.rubric import RESPOND
 from mstar_ray.families.step import Shown
 from mstar_ray.program_schema import FieldSpec
-from mstar_ray.tasks.rubric import Message
+from mstar_ray.families.rubric.conversations import Message
 
-from mstar_ray.tasks.scoring import token_f1
+from mstar_ray.families.qa.scoring import token_f1
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCOMO_LINE = "[1:56 pm on 8 May, 2023] Caroline: I went to a LGBTQ support group yesterday and it was so powerful."

@@ -72,7 +72,7 @@ def test_pooled_draws_follow_the_reference_protocol_over_conversations_that_reus
 
     from mstar_ray.embedding.hashing import HashingEmbedder
     from mstar_ray.search.subsets import facility_location
-    from mstar_ray.tasks.registry import load_task
+    from mstar_ray.families.task_registry import load_task
 
     worlds = [load_task("synthetic", seed=seed, sessions=8, personas=2, questions_per_category=4) for seed in (1, 2)]
     assert {t.id for t in worlds[0].texts} & {t.id for t in worlds[1].texts}  # the ids collide, as LoCoMo's do

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
-from mstar_ray.driver.policy import SearchPolicy
+from mstar_ray.search.loop.policy import SearchPolicy
 from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.recorder import RunRecorder
 from mstar_ray.driver.run_dir import RunDir
@@ -28,7 +28,7 @@ from mstar_ray.search.split import SplitPlan
 from mstar_ray.state.candidate import Candidate
 from mstar_ray.state.transitions import Evaluated
 from mstar_ray.tasks.model import Task
-from mstar_ray.tasks.synthetic import make_synthetic
+from mstar_ray.families.qa.synthetic import make_synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
 LEAK = (ROOT / "tests" / "hostile" / "question_leak.py").read_text()

@@ -9,8 +9,8 @@ import pytest
 
 from mstar_ray.agent.offline import toolkit_answer
 from mstar_ray.contract import check_source
-from mstar_ray.reflect.mutations import NoMutation, quote_evidence
-from mstar_ray.reflect.mutations.reflective import cues
+from mstar_ray.reflect.offline import NoMutation, quote_evidence
+from mstar_ray.reflect.offline.reflective import cues
 from mstar_ray.reflect.request import Case
 
 PROGRAM = '''from dataclasses import dataclass

@@ -20,7 +20,7 @@ from mstar_ray.reflect.one_shot import LLMReflector
 from mstar_ray.reflect.reflector import Child, Discard
 from mstar_ray.reflect.request import ReflectionRequest, sample_cases
 from mstar_ray.reflect.smoke import smoke_test
-from mstar_ray.tasks.registry import load_task
+from mstar_ray.families.task_registry import load_task
 from tests.conftest import ROOT
 
 

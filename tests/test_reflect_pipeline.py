@@ -12,7 +12,7 @@ from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.prompt import reflection_messages
-from mstar_ray.reflect.offline import OfflineReflector
+from mstar_ray.reflect.offline.guided import OfflineReflector
 from mstar_ray.reflect.one_shot import LLMReflector
 from mstar_ray.reflect.reflector import Child, Discard, frozen_violation
 from mstar_ray.reflect.request import LineageEntry, ReflectionRequest, sample_cases

@@ -14,7 +14,7 @@ import pytest
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.edit_formats import EDIT_FORMATS, instructions, read_edit
-from mstar_ray.reflect.mutations import NoMutation, propose
+from mstar_ray.reflect.offline import NoMutation, propose
 from mstar_ray.reflect.prompt import reflection_messages, repair_messages
 from mstar_ray.reflect.reflector import check_child
 from mstar_ray.reflect.request import ALREADY_EVALUATED, NO_CHANGE, Case, LineageEntry, ReflectionRequest

@@ -17,19 +17,19 @@ from mstar_ray.contract import check_source
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.program_ast import changed_pieces
 from mstar_ray.program_id import program_id
-from mstar_ray.reflect.mutations import (
+from mstar_ray.reflect.offline import (
     NoMutation, cap_per_source, date_aware_writes, failed_changes, fuse_keyword_scores, reflect, second_read,
     write_per_line,
 )
-from mstar_ray.reflect.mutations.reflective import WHY, _names_used
-from mstar_ray.reflect.offline import OfflineReflector
-from mstar_ray.reflect.offline_random import RandomOfflineReflector
+from mstar_ray.reflect.offline.reflective import WHY, _names_used
+from mstar_ray.reflect.offline.guided import OfflineReflector
+from mstar_ray.reflect.offline.blind import RandomOfflineReflector
 from mstar_ray.reflect.reflector import Child, Discard
 from mstar_ray.reflect.request import Case, LineageEntry, ReflectionRequest
 from mstar_ray.reflect.smoke import smoke_test
 from mstar_ray.run_config import RunConfig
 from mstar_ray.seeds import LIBRARY, PAPER_SEEDS
-from mstar_ray.tasks.registry import load_task
+from mstar_ray.families.task_registry import load_task
 from tests.conftest import seed_source
 
 DRAWS = 24

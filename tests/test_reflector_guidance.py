@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from mstar_ray.reflect.guidance import SEED_GUIDANCE, guidance_id, read_rewrite
-from mstar_ray.reflect.offline import OfflineReflector
+from mstar_ray.reflect.offline.guided import OfflineReflector
 from mstar_ray.reflect.prompt import reflection_messages
 from mstar_ray.reflect.reflector import ReflectionOutcome, answer
 from mstar_ray.reflect.request import ReflectionRequest

@@ -15,8 +15,8 @@ from mstar_ray.driver.resume import merge_resume_config
 from mstar_ray.inspect.status import status_text
 from mstar_ray.reflect.base import ReflectorSetup
 from mstar_ray.reflect.ensemble import ModelEnsemble
-from mstar_ray.reflect.offline import OfflineReflector
-from mstar_ray.reflect.offline_reader import OfflineReadingReflector, read_cases
+from mstar_ray.reflect.offline.guided import OfflineReflector
+from mstar_ray.reflect.offline.reader_stand_in import OfflineReadingReflector, read_cases
 from mstar_ray.reflect.reflector import Child, ReflectionOutcome, answer
 from mstar_ray.reflect.registry import make_reflector
 from mstar_ray.reflect.request import ReflectionRequest

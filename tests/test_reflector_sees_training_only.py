@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from mstar_ray.driver.policy import SearchPolicy
+from mstar_ray.search.loop.policy import SearchPolicy
 from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.recorder import RunRecorder
 from mstar_ray.driver.run_dir import RunDir
@@ -20,7 +20,7 @@ from mstar_ray.reflect.prompt import reflection_messages
 from mstar_ray.run_config import RunConfig
 from mstar_ray.search.split import SplitPlan
 from mstar_ray.state.candidate import Seed
-from mstar_ray.tasks.synthetic import make_synthetic
+from mstar_ray.families.qa.synthetic import make_synthetic
 from tests.conftest import SEEDS
 from tests.test_policy import InProcessPool
 

@@ -14,8 +14,8 @@ from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.families import family
 from mstar_ray.families.rubric.graders import STAND_IN_LABEL, StandInGrader, criterion_terms
 from mstar_ray.reflect.request import as_case
-from mstar_ray.tasks.registry import load_task
-from mstar_ray.tasks.rubric import Criterion, Message, rubric_score
+from mstar_ray.families.task_registry import load_task
+from mstar_ray.families.rubric.conversations import Criterion, Message, rubric_score
 from tests.conftest import seed_source
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "rubric"

@@ -19,8 +19,8 @@ from mstar_ray.families.rubric.graders import CORRECTION, STAND_IN_LABEL, JudgeG
 from mstar_ray.llm.cache import MemoryCache
 from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig
-from mstar_ray.tasks.registry import load_task
-from mstar_ray.tasks.rubric import Criterion, RubricSpec
+from mstar_ray.families.task_registry import load_task
+from mstar_ray.families.rubric.conversations import Criterion, RubricSpec
 from tests.conftest import seed_source
 from tests.scripted_server import ScriptedServer
 

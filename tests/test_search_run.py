@@ -164,7 +164,7 @@ def test_an_evaluator_killed_mid_evaluation_is_restarted_and_its_work_reissued(t
     from mstar_ray.llm.settings import LLMSettings
     from mstar_ray.sandbox_host.process import SandboxLimits
     from mstar_ray.search.jobs import EvalJob
-    from mstar_ray.tasks.registry import load_task
+    from mstar_ray.families.task_registry import load_task
 
     source = (SEEDS / "vector_search.py").read_text().replace("\nclass KnowledgeBase:", SLOW_WRITES + "\nclass KnowledgeBase:")
     source = source.replace("        pieces = chunk(raw_text, CHUNK_CHARS)", "        _busy()\n        pieces = chunk(raw_text, CHUNK_CHARS)")

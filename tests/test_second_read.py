@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from mstar_ray.contract import check_source
-from mstar_ray.reflect.mutations import READ_LIMIT, NoMutation, fuse_keyword_scores, second_read
-from mstar_ray.reflect.mutations.reflective import cues
+from mstar_ray.reflect.offline import READ_LIMIT, NoMutation, fuse_keyword_scores, second_read
+from mstar_ray.reflect.offline.reflective import cues
 from mstar_ray.reflect.request import Case
 
 # A memory that returns the two lines sharing the most words with the query: one read finds who adopted Fennel,

@@ -19,10 +19,10 @@ from mstar_ray.contract import check_source, inspect_program
 from mstar_ray.driver.resume import merge_resume_config
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.program_id import program_id
-from mstar_ray.reflect.mutations import propose
+from mstar_ray.reflect.offline import propose
 from mstar_ray.run_config import RunConfig, SeedsBreakContract, load_run_config, resolve_seeds
 from mstar_ray.sandbox_host.process import Sandbox, SandboxLimits
-from mstar_ray.tasks.registry import load_task
+from mstar_ray.families.task_registry import load_task
 from tests.conftest import HOSTILE, SEEDS
 
 NAMES = [seed.name for seed in library.LIBRARY]

@@ -9,9 +9,9 @@ import pytest
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.search.split import SplitPlan, confirmation_slice
 from mstar_ray.search.subsets import training_budget
-from mstar_ray.tasks.locomo import DataNotFoundError, find_locomo_file, load_locomo
+from mstar_ray.families.qa.locomo import DataNotFoundError, find_locomo_file, load_locomo
 from mstar_ray.tasks.model import Item, RawText, Task
-from mstar_ray.tasks.synthetic import make_synthetic
+from mstar_ray.families.qa.synthetic import make_synthetic
 
 
 @pytest.fixture(scope="module")

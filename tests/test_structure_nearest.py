@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from mstar_ray.reflect.mutations import NoMutation, propose
+from mstar_ray.reflect.offline import NoMutation, propose
 from mstar_ray.structure.index import StructureIndex
 from mstar_ray.structure.nearest import NearestIndex, label_counts
 from mstar_ray.structure.ted import normalised_distance, tree_distance

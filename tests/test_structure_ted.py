@@ -11,7 +11,7 @@ import pytest
 from apted import APTED
 from apted.helpers import Tree as AptedTree
 
-from mstar_ray.reflect.mutations import NoMutation, propose
+from mstar_ray.reflect.offline import NoMutation, propose
 from mstar_ray.structure.matrix import (
     assemble,
     block_distances,

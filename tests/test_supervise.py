@@ -18,7 +18,7 @@ from mstar_ray.supervise.bundles import Bundle, Piece, bundles, pieces
 from mstar_ray.supervise.command import run_supervise
 from mstar_ray.supervise.offline_author import LABEL
 from mstar_ray.supervise.plan import read_plan, read_question, read_verdict
-from mstar_ray.tasks.jsonl import load_jsonl
+from mstar_ray.families.qa.jsonl import load_jsonl
 from mstar_ray.tasks.model import EvidenceUnit, RawText
 from tests.scripted_server import ScriptedServer
 
@@ -163,7 +163,7 @@ def test_a_history_with_a_text_without_an_id_is_refused_naming_the_line(tmp_path
 @pytest.mark.slow
 @pytest.mark.skipif(not LOCOMO.is_file(), reason="needs ../shared/data/locomo10.json")
 def test_smollm2_as_the_author_on_a_few_bundles(tmp_path, llm_server):
-    from mstar_ray.tasks.registry import load_task
+    from mstar_ray.families.task_registry import load_task
 
     texts = load_task("locomo", conversation=0, data=str(LOCOMO)).texts[:3]
     settings = LLMSettings(task=EndpointConfig(base_url=llm_server.base_url, model=llm_server.model, max_tokens=256))

@@ -18,7 +18,7 @@ import yaml
 from mstar_ray.cli import main
 from mstar_ray.families.base import Family
 from mstar_ray.tasks.adapter import FAMILY_MEMBERS, AdapterTask
-from mstar_ray.tasks.registry import task_from_config
+from mstar_ray.families.task_registry import task_from_config
 from scripts.fault_resume import table
 
 ROOT = Path(__file__).resolve().parents[1]

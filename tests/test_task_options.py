@@ -10,8 +10,8 @@ import yaml
 from mstar_ray.cli import main
 from mstar_ray.config_file import ConfigError
 from mstar_ray.run_config import load_run_config
-from mstar_ray.tasks.options import FLAT_KEYS, TwcOptions
-from mstar_ray.tasks.registry import TASK_NAMES, options_model
+from mstar_ray.families.task_options import FLAT_KEYS, TwcOptions
+from mstar_ray.families.task_registry import TASK_NAMES, options_model
 from tests.conftest import SEEDS
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mstar_ray.tasks.beam import ABILITIES, load_beam
-from mstar_ray.tasks.registry import load_task, task_options
+from mstar_ray.families.qa.beam import ABILITIES, load_beam
+from mstar_ray.families.task_registry import load_task, task_options
 from tests.conftest import SEEDS
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "beam"

@@ -14,7 +14,7 @@ import pytest
 from mstar_ray.envs.base import EnvUnavailable, EpisodeSpec
 from mstar_ray.envs.process import shared
 from mstar_ray.envs.transcript import opening
-from mstar_ray.tasks.registry import load_task, task_options
+from mstar_ray.families.task_registry import load_task, task_options
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"train_games": 8, "validation_games": 6, "test_games": 4}
@@ -75,7 +75,7 @@ def test_unseen_games_hold_objects_the_seen_ones_do_not():
 
 
 def _digest(options: str) -> str:
-    script = ("import hashlib, json, sys\nfrom mstar_ray.tasks.registry import load_task\n"
+    script = ("import hashlib, json, sys\nfrom mstar_ray.families.task_registry import load_task\n"
               f"task = load_task('twc', **{options})\nprint(hashlib.sha256(task.model_dump_json().encode()).hexdigest())")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -13,8 +13,8 @@ import pytest
 
 from mstar_ray.exit_codes import EXIT_INPUT
 from mstar_ray.run_config import RunConfig
-from mstar_ray.tasks.jsonl import load_jsonl
-from mstar_ray.tasks.registry import load_task
+from mstar_ray.families.qa.jsonl import load_jsonl
+from mstar_ray.families.task_registry import load_task
 from scripts.task_to_jsonl import write_jsonl_task
 
 FIXTURE = Path(__file__).parent / "fixtures" / "jsonl_task"

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from mstar_ray.tasks import locomo
-from mstar_ray.tasks.locomo import (
+from mstar_ray.families.qa import locomo
+from mstar_ray.families.qa.locomo import (
     DataNotFoundError,
     find_locomo_file,
     load_locomo,
 )
-from mstar_ray.tasks.registry import load_task
+from mstar_ray.families.task_registry import load_task
 
 DIA_ID = re.compile(r"D\d+:\d+")
 FOUR_CATEGORIES = {"multi-hop", "temporal", "open-domain", "single-hop"}
@@ -249,7 +249,7 @@ def test_search_order(no_data_anywhere: Path, fake_file: Path, monkeypatch) -> N
 
 
 def test_project_path_points_at_shared_data() -> None:
-    repo_root = Path(locomo.__file__).resolve().parents[2]
+    repo_root = Path(locomo.__file__).resolve().parents[3]
     assert locomo._project_path() == repo_root.parent / "shared" / "data" / "locomo10.json"
 
 

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from mstar_ray.cli import main
-from mstar_ray.tasks.registry import load_task, task_options
-from mstar_ray.tasks.rubric import REFERENCE_HEADER, RUBRIC_HEADER, RubricSpec
+from mstar_ray.families.task_registry import load_task, task_options
+from mstar_ray.families.rubric.conversations import REFERENCE_HEADER, RUBRIC_HEADER, RubricSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "rubric"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mstar_ray.tasks.scoring import normalize_answer, token_f1
+from mstar_ray.families.qa.scoring import normalize_answer, token_f1
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,10 @@ from collections import Counter
 
 import pytest
 
-from mstar_ray.tasks import synthetic
+from mstar_ray.families.qa import synthetic
 from mstar_ray.tasks.model import Item, Task, limit_items
-from mstar_ray.tasks.registry import TASK_NAMES, load_task
-from mstar_ray.tasks.synthetic import CATEGORIES, make_synthetic
+from mstar_ray.families.task_registry import TASK_NAMES, load_task
+from mstar_ray.families.qa.synthetic import CATEGORIES, make_synthetic
 from tests.work_count import lines_run
 
 CONFIGS = [

@@ -24,7 +24,7 @@ from mstar_ray.families.qa.offline import answer as offline_answer
 from mstar_ray.families.step import Shown, Step
 from mstar_ray.results import ItemResult
 from mstar_ray.tasks.model import RawText
-from mstar_ray.tasks.scoring import normalize_answer
+from mstar_ray.families.qa.scoring import normalize_answer
 
 PEOPLE = ["Ada", "Bruno", "Chen", "Dara", "Eli", "Farah", "Goran", "Hana", "Ivo", "Juno"]
 # category -> (how a note says it, how it is asked, the values a person may have)

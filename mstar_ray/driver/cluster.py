@@ -13,7 +13,7 @@ from ray.exceptions import RayActorError, RayTaskError
 
 from mstar_ray.blas import ONE_THREAD
 from mstar_ray.driver.node_types import capacity, cluster_shapes, unmet
-from mstar_ray.driver.policy import FatalRunError
+from mstar_ray.search.loop.policy import FatalRunError
 from mstar_ray.exit_codes import InputError
 from mstar_ray.run_config import RunConfig
 

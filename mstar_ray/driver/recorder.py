@@ -1,12 +1,12 @@
-"""The observer the driver attaches to the search policy (``driver.policy.SearchObserver``) and to the end of the
-search (``driver.endgame.EndgameObserver``): each transition, with what its evaluation left, goes to the run
+"""The observer the driver attaches to the search policy (``search.loop.policy.SearchObserver``) and to the end of the
+search (``search.loop.endgame.EndgameObserver``): each transition, with what its evaluation left, goes to the run
 directory (programs, the candidates, results, llm_calls and events logs), as do the confirmation, the test and
 the choice; the live line gets the messages, the phase and the model requests' counts. The counts of the search
 itself are the policy's ``SearchState``, read where they are shown, never copied."""
 
 from __future__ import annotations
 
-from mstar_ray.driver.policy import EvaluationRecord
+from mstar_ray.search.loop.policy import EvaluationRecord
 from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.reflect.reflector import Child, ReflectionOutcome

@@ -14,7 +14,7 @@ from mstar_ray.run_config import check_served_models, load_run_config, resolve_s
 from mstar_ray.runlog import layout
 from mstar_ray.search.noise import bootstrap_interval
 from mstar_ray.state.candidate import Seed
-from mstar_ray.tasks.registry import task_from_config
+from mstar_ray.families.task_registry import task_from_config
 
 
 def run_search(config_path: str | None, *, run_dir: str, address: str | None, resume: bool = False) -> int:
@@ -23,7 +23,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     from mstar_ray.driver.cluster import connect
     from mstar_ray.driver.resume import merge_resume_config
     from mstar_ray.state.replay import restore
-    from mstar_ray.driver.policy import FatalRunError
+    from mstar_ray.search.loop.policy import FatalRunError
     from mstar_ray.driver.search_driver import SearchDriver
 
     restored = None

@@ -28,7 +28,7 @@ from mstar_ray.search.jobs import EvalJob, EvalOutcome
 from mstar_ray.search.split import Split, SplitPlan
 from mstar_ray.search.work import Crashed, Raised, Work
 from mstar_ray.tasks.model import Task
-from mstar_ray.tasks.registry import task_from_config
+from mstar_ray.families.task_registry import task_from_config
 
 MAX_ATTEMPTS = 3  # an evaluation whose evaluator dies this often is left empty, with the reason
 
@@ -120,7 +120,7 @@ class Crossing:
 def _evaluate(crossing: Crossing, pool, progress: Progress) -> tuple[list[list[float | None]], dict[str, str]]:
     """Every cell on the pool: an evaluator that dies is replaced and the cell re-issued (up to MAX_ATTEMPTS);
     an evaluation that raises leaves its cell empty with the reason."""
-    from mstar_ray.driver.policy import WAIT_S
+    from mstar_ray.search.loop.policy import WAIT_S
 
     ids, columns = list(crossing.rows), crossing.columns
     waiting = [Work("evaluate", columns[c].job(p, crossing.rows[p][1]), (r, c)) for r, p in enumerate(ids)

@@ -9,7 +9,7 @@ it, as many times as the family wants), the agent, which runs the family's own s
 and the judge. The family returns the item's :class:`~mstar_ray.results.ItemResult`: a score in [0, 1], what
 the agent produced, and a trace for the reflector. A family is a class satisfying
 :class:`~mstar_ray.families.base.Family`, made with no arguments, in a module (or package) of its own: the
-package's own are named in ``_FAMILIES`` below (its tasks are loaders in ``mstar_ray.tasks.registry`` that set
+package's own are named in ``_FAMILIES`` below (its tasks are loaders in ``mstar_ray.families.task_registry`` that set
 ``Task.family``; ``choice`` is the smallest, a whole family in one module); a user's own comes with the user's
 task adapter (``mstar_ray.tasks.adapter``), which registers it where the task is loaded, and every evaluation job
 carries it to its worker.

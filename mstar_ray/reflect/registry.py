@@ -12,10 +12,10 @@ from mstar_ray.reflect.base import Reflector, ReflectorSetup
 
 # name -> (module, class, what it does: the config reference's description of search.reflector)
 _REFLECTORS: dict[str, tuple[str, str, str]] = {
-    "offline": ("mstar_ray.reflect.offline", "OfflineReflector",
+    "offline": ("mstar_ray.reflect.offline.guided", "OfflineReflector",
                 "generic edits chosen from the failures and lineage"),
-    "offline-random": ("mstar_ray.reflect.offline_random", "RandomOfflineReflector", "drawn blindly (an ablation)"),
-    "offline-reader": ("mstar_ray.reflect.offline_reader", "OfflineReadingReflector",
+    "offline-random": ("mstar_ray.reflect.offline.blind", "RandomOfflineReflector", "drawn blindly (an ablation)"),
+    "offline-reader": ("mstar_ray.reflect.offline.reader_stand_in", "OfflineReadingReflector",
                        "the offline reflector, its edit chosen from what it reads first through llm-reader's tools "
                        "(the parent's failures and their stages, the best programs as donors)"),
     "llm": ("mstar_ray.reflect.one_shot", "LLMReflector", "the llm.reflector endpoint, one reply per attempt"),

@@ -50,7 +50,7 @@ TOOLS: list[dict[str, Any]] = [
 
 
 # The first line of each of ``results``' entries and each line of ``list_programs``, as a reader without a model
-# (``reflect.offline_reader``) reads them back: kept beside the code that writes them.
+# (``reflect.offline.reader_stand_in``) reads them back: kept beside the code that writes them.
 RESULT_HEADER = re.compile(r"^\[(?P<question_id>[^\]\n]+)\] \((?P<category>[^\n]*), split (?P<split>\S+)\) "
                            r"score (?P<score>[0-9.]+)(?:, failed at (?P<stage>\S+))?$", re.MULTILINE)
 PROGRAM_LINE = re.compile(r"^(?P<id>\S+) parent=(?P<parent>\S+) origin=\S+ status=(?P<status>\S+) "

@@ -15,9 +15,9 @@ from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.supervise.llm_author import LLMAuthor
 from mstar_ray.supervise.offline_author import OfflineAuthor
 from mstar_ray.supervise.pipeline import supervise
-from mstar_ray.tasks.jsonl import load_texts, write_jsonl
+from mstar_ray.families.qa.jsonl import load_texts, write_jsonl
 from mstar_ray.tasks.model import RawText
-from mstar_ray.tasks.registry import load_task
+from mstar_ray.families.task_registry import load_task
 
 REPORT = "supervise.json"
 ATTEMPTS = "attempts.jsonl"  # every bundle: the author's replies and why it was dropped, to audit the checks

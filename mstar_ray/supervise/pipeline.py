@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from mstar_ray.supervise.bundles import Bundle, Piece, bundles, pieces
 from mstar_ray.supervise.plan import AnswerPlan, read_plan, read_question, read_verdict
 from mstar_ray.tasks.model import Item, RawText
-from mstar_ray.tasks.scoring import normalize_answer
+from mstar_ray.families.qa.scoring import normalize_answer
 
 
 class Author(Protocol):

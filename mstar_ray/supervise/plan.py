@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from mstar_ray import text as tx
 from mstar_ray.llm.structured import parse_json_object
 from mstar_ray.supervise.bundles import Bundle, Piece
-from mstar_ray.tasks.scoring import normalize_answer
+from mstar_ray.families.qa.scoring import normalize_answer
 
 Operation = Literal["single", "comparison", "temporal_order", "update", "aggregation"]
 AnswerType = Literal["entity", "date", "number", "yes_no", "phrase"]

@@ -7,9 +7,9 @@ from mstar_ray.families.base import ItemRun, Overlap
 from mstar_ray.families.qa import offline
 from mstar_ray.families.step import Messages, Shown, Step
 from mstar_ray.results import ItemResult
-from mstar_ray.tasks.judge import Judge
+from mstar_ray.families.qa.judge import Judge
 from mstar_ray.tasks.model import Item
-from mstar_ray.tasks.scoring import token_f1
+from mstar_ray.families.qa.scoring import token_f1
 
 ANSWER_MAX_TOKENS = 64
 

@@ -1,9 +1,9 @@
 """Rubric-graded answers (HealthBench, PRBench): the agent writes a full response to a conversation from what
 memory recalls for its end, each rubric criterion is judged met or not, and the item scores HealthBench's
-points met over positive points, clipped to [0, 1] (``mstar_ray.tasks.rubric``).
+points met over positive points, clipped to [0, 1] (``mstar_ray.families.rubric.conversations``).
 
 Memory is asked once per item, from ``Item.question``: the conversation's end (its last user message and what
-came before it, up to ``tasks.rubric.RECALL_CHARS``). The response sees the whole conversation. The criteria are
+came before it, up to ``rubric.conversations.RECALL_CHARS``). The response sees the whole conversation. The criteria are
 judged by the run's judge model, or, when none is configured, by the offline stand-in grader, whose name is in
 the metric and in every trace (``graders``). The trace lists every criterion with its points and verdict,
 what cost points first, for the reflector.
@@ -17,7 +17,7 @@ from mstar_ray.families.rubric.graders import STAND_IN_LABEL, Grader, Verdict, g
 from mstar_ray.families.step import Messages, Shown, Step
 from mstar_ray.results import ItemResult
 from mstar_ray.tasks.model import Item
-from mstar_ray.tasks.rubric import Criterion, Message, RubricSpec, bounded_messages, conversation_text, rubric_score
+from mstar_ray.families.rubric.conversations import Criterion, Message, RubricSpec, bounded_messages, conversation_text, rubric_score
 
 METRIC = "rubric score (points of the criteria met over the positive points, clipped to [0, 1])"
 JUDGE_CONVERSATION_CHARS = 8000  # of the conversation shown to the judge: its end, where the question is

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from mstar_ray import text as tx
 from mstar_ray.llm.structured import parse_json_object
-from mstar_ray.tasks.rubric import Criterion
+from mstar_ray.families.rubric.conversations import Criterion
 
 if TYPE_CHECKING:
     from mstar_ray.llm.client import LLMClient

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from mstar_ray import text as tx
 from mstar_ray.families.step import Shown
-from mstar_ray.tasks.rubric import Message
+from mstar_ray.families.rubric.conversations import Message
 
 NOTHING = "I have nothing on this in memory."
 RESPONSE_SENTENCES = 6
