@@ -148,7 +148,7 @@ def stage_totals(results: list[ItemResult]) -> dict[str, int]:
 
 class EvalConcurrency(BaseModel):
     """The ``evaluation`` section of a run config: how many steps of one evaluation overlap
-    (``mstar_ray.agent.pipeline``)."""
+    (``mstar_ray.agent.concurrency``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

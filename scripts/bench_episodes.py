@@ -35,7 +35,7 @@ from mstar_ray.actors.run_services import start_run_services  # noqa: E402
 from mstar_ray.actors.wiring import RoleClients  # noqa: E402
 from mstar_ray.agent.evaluation import evaluate  # noqa: E402
 from mstar_ray.envs.base import EpisodeSpec  # noqa: E402
-from mstar_ray.envs.process import EnvProcess  # noqa: E402
+from mstar_ray.envs.env_process import EnvProcess  # noqa: E402
 from mstar_ray.llm.endpoint import EndpointConfig  # noqa: E402
 from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings  # noqa: E402
 from mstar_ray.program_id import program_id  # noqa: E402

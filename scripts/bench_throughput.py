@@ -14,7 +14,7 @@ Three ways to evaluate, all on the same sandbox, backend, endpoint client and em
   pool: every extraction, then the writes in order, every query, then **every read at once on the pool**
   (one knowledge base shared by the threads), every answer (written here after that description, on this
   project's backend, endpoint client, embedder and toolkit);
-- ours: the pipelined evaluation (``mstar_ray.agent.pipeline``), E of them at once on evaluator actors sharing
+- ours: the pipelined evaluation (``mstar_ray.agent.concurrency``), E of them at once on evaluator actors sharing
   the run's gateway actor (the cluster-wide in-flight limit) and cache actor.
 
 Prints, measured in one run (timings drift on a shared machine; the ratios are the figures): one evaluation's
@@ -53,7 +53,7 @@ from mstar_ray.actors.evaluator_actor import EvaluatorActor  # noqa: E402
 from mstar_ray.actors.run_services import start_run_services  # noqa: E402
 from mstar_ray.actors.wiring import RoleClients  # noqa: E402
 from mstar_ray.agent.evaluation import evaluate  # noqa: E402
-from mstar_ray.agent.pipeline import SERIAL, EvalConcurrency  # noqa: E402
+from mstar_ray.agent.concurrency import SERIAL, EvalConcurrency  # noqa: E402
 from mstar_ray.contract import inspect_program  # noqa: E402
 from mstar_ray.families.qa import ANSWER  # noqa: E402
 from mstar_ray.families.step import Shown  # noqa: E402

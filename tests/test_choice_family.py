@@ -16,7 +16,7 @@ import pytest
 
 from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
-from mstar_ray.agent.pipeline import SERIAL, EvalConcurrency
+from mstar_ray.agent.concurrency import SERIAL, EvalConcurrency
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.exit_codes import InputError
 from mstar_ray.families import family

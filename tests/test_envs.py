@@ -16,7 +16,7 @@ import pytest
 
 from mstar_ray.envs.alfworld import FOLDS, data_dir, fold_games
 from mstar_ray.envs.base import EnvCrashed, EnvDataMissing, EnvHung, EnvUnavailable, GameSpec
-from mstar_ray.envs.process import EnvProcess
+from mstar_ray.envs.env_process import EnvProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 TWC = GameSpec(env="textworld_express", game="twc", fold="train", seed=5,
@@ -113,7 +113,7 @@ def test_without_java_the_error_names_the_fix(monkeypatch):
 
 def test_the_worker_ends_with_its_parent():
     """A parent killed outright (no close, no stdin EOF while the worker is stopped) leaves nothing behind."""
-    script = ("import sys, json\nfrom mstar_ray.envs.process import EnvProcess\nfrom mstar_ray.envs.base import GameSpec\n"
+    script = ("import sys, json\nfrom mstar_ray.envs.env_process import EnvProcess\nfrom mstar_ray.envs.base import GameSpec\n"
               "env = EnvProcess('textworld_express')\nenv.reset(GameSpec.model_validate_json(sys.argv[1]), 60)\n"
               "print(env.pid, flush=True)\nimport time; time.sleep(600)\n")
     parent = subprocess.Popen([sys.executable, "-c", script, TWC.model_dump_json()], stdout=subprocess.PIPE, text=True,

@@ -13,7 +13,7 @@ import pytest
 from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
 from mstar_ray.embedding.hashing import HashingEmbedder
-from mstar_ray.envs.process import shared
+from mstar_ray.envs.env_process import shared
 from mstar_ray.families import family
 from mstar_ray.families.task_registry import load_task
 from tests.conftest import seed_source

@@ -1,4 +1,4 @@
-"""One evaluation as a pipeline (``mstar_ray.agent.pipeline``): with its model steps overlapping, an evaluation
+"""One evaluation as a pipeline (``mstar_ray.agent.concurrency``): with its model steps overlapping, an evaluation
 gives item for item what the serial protocol gives (scores, queries, contexts, predictions, traces, calls,
 violations), on every family and both backends; writes and reads reach the program in the serial order even
 when the model's replies come back out of order; a violation mid-flight still scores 0 and stops what follows;
@@ -16,7 +16,7 @@ import pytest
 from mstar_ray.actors.wiring import RoleClients
 from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
-from mstar_ray.agent.pipeline import SERIAL, EvalConcurrency, Turns, Stopped
+from mstar_ray.agent.concurrency import SERIAL, EvalConcurrency, Turns, Stopped
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.llm.endpoint import DEFAULT_MAX_CONCURRENCY, EndpointConfig
 from mstar_ray.llm.governor import Governor

@@ -11,7 +11,7 @@ from mstar_ray.agent.offline import OfflineBackend
 from mstar_ray.families.episode.offline import act
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.envs.base import EpisodeSpec
-from mstar_ray.envs.process import shared
+from mstar_ray.envs.env_process import shared
 from mstar_ray.families.episode.turn import Turn
 from mstar_ray.families.step import Shown
 from mstar_ray.families.episode.games import Roles, episode_task

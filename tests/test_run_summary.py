@@ -49,7 +49,7 @@ def test_a_run_without_a_test_says_so():
 
 def test_transfer_prints_its_table_and_where_it_went_or_the_json(tmp_path):
     from mstar_ray.inspect.summary import transfer_text
-    from mstar_ray.runlog.transfer import TransferMatrix, TransferProgram, TransferTask
+    from mstar_ray.runlog.transfer_matrix import TransferMatrix, TransferProgram, TransferTask
 
     matrix = TransferMatrix(
         tasks=[TransferTask(name="synthetic/seed-1", family="qa", metric="token F1", source="r1", items=12)],

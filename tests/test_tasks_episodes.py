@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mstar_ray.envs.base import EnvUnavailable, EpisodeSpec
-from mstar_ray.envs.process import shared
+from mstar_ray.envs.env_process import shared
 from mstar_ray.envs.transcript import opening
 from mstar_ray.families.task_registry import load_task, task_options
 

@@ -11,7 +11,7 @@ import yaml
 
 from mstar_ray.cli import main
 from mstar_ray.inspect.report import build_report
-from mstar_ray.runlog.transfer import TransferMatrix, TransferProgram, TransferTask
+from mstar_ray.runlog.transfer_matrix import TransferMatrix, TransferProgram, TransferTask
 
 FIXTURE = Path(__file__).parent / "fixtures" / "jsonl_task"
 

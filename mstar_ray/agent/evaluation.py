@@ -2,7 +2,7 @@
 
 Write phase, the same for every task family: each raw text -> the backend extracts a ``KnowledgeItem`` ->
 ``kb.write`` in the sandbox (in task order: the knowledge base is stateful; the extractions run ahead, see
-``mstar_ray.agent.pipeline``; items run at once too, their reads reaching the sandbox in item order). Then each item goes to its task's
+``mstar_ray.agent.concurrency``; items run at once too, their reads reaching the sandbox in item order). Then each item goes to its task's
 family (``mstar_ray.families``), which runs it with the memory (``recall``: the backend fills a ``Query`` from
 a text, ``kb.read`` answers it) and scores it: a question answered from the context and scored by token F1,
 an episode played from what memory recalled at its start, a conversation answered and graded by a rubric.
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from mstar_ray.agent.attribution import attribute as attribute_failures
 from mstar_ray.agent.backend import AgentBackend
-from mstar_ray.agent.pipeline import EvalConcurrency, SERIAL, Stopped, Turns, as_done, executor, in_order
+from mstar_ray.agent.concurrency import EvalConcurrency, SERIAL, Stopped, Turns, as_done, executor, in_order
 from mstar_ray.contract import ProgramInfo, inspect_program
 from mstar_ray.embedding.cached import CachedEmbedder, candidate_embedder
 from mstar_ray.embedding.embedder import Embedder
@@ -290,7 +290,7 @@ def evaluate(
     others but never judged.
     ``attribute``: attribute each failure with known evidence to a stage (``mstar_ray.agent.attribution``),
     with one oracle read per failure whose evidence was written but is missing; scores do not change.
-    ``concurrency``: how many of its model steps overlap (``mstar_ray.agent.pipeline``); the sandbox sees the
+    ``concurrency``: how many of its model steps overlap (``mstar_ray.agent.concurrency``); the sandbox sees the
     same calls in the same order whatever it is. None: the run's default for a backend that waits on a model,
     the serial protocol for one that computes (the offline backend: threads would only share its CPU).
     Raises ``ContractError`` when the program fails the static checks: it is never started then.

@@ -29,7 +29,7 @@ class LLMBackend:
     for the memory program's own ``llm_completion`` calls. Requests go through ``LLMClient``s, so they
     are cached, limited run-wide and accounted for."""
 
-    waits = True  # every step waits on a model: an evaluation overlaps them (mstar_ray.agent.pipeline)
+    waits = True  # every step waits on a model: an evaluation overlaps them (mstar_ray.agent.concurrency)
 
     def __init__(self, task: LLMClient, toolkit: LLMClient | None = None):
         self.task = task

@@ -1,7 +1,7 @@
 """``mstar-ray transfer RUN_DIR... [--tasks CONFIG.yaml ...]``: every run's returned program and the seeds,
 each evaluated on every run's task, as that run tested its own program (its held-out test items, with its test
 texts written, feedback on its static items for a program that takes feedback), on evaluator actors in
-parallel; the matrix (``mstar_ray.runlog.transfer``) is written to the output directory and to
+parallel; the matrix (``mstar_ray.runlog.transfer_matrix``) is written to the output directory and to
 every run directory, whose report draws it. ``--tasks`` adds columns for tasks no run searched on, split as a
 run of that config would split them.
 """
@@ -22,7 +22,7 @@ from mstar_ray.program_id import program_id
 from mstar_ray.run_config import RunConfig, load_run_config
 from mstar_ray.runlog import layout
 from mstar_ray.runlog.sources import load_source
-from mstar_ray.runlog.transfer import TransferMatrix, TransferProgram, TransferTask
+from mstar_ray.runlog.transfer_matrix import TransferMatrix, TransferProgram, TransferTask
 from mstar_ray.runlog.writer import write_atomic
 from mstar_ray.search.jobs import EvalJob, EvalOutcome
 from mstar_ray.search.split import Split, SplitPlan

@@ -3,7 +3,7 @@ environment can fail.
 
 An adapter (``textworld_express``, ``alfworld``) implements :class:`Environment` inside the helper process
 that hosts it (``mstar_ray.envs.worker``); the rest of the system talks to it through
-:class:`~mstar_ray.envs.process.EnvProcess`, never in its own process, and never inside a memory program's
+:class:`~mstar_ray.envs.env_process.EnvProcess`, never in its own process, and never inside a memory program's
 sandbox.
 """
 

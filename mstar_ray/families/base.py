@@ -60,7 +60,7 @@ class ItemRun:
 
 
 class Overlap(NamedTuple):
-    """Which of an item's steps may run while other items run (``mstar_ray.agent.pipeline``).
+    """Which of an item's steps may run while other items run (``mstar_ray.agent.concurrency``).
 
     An item's steps are its query (the agent fills the program's Query), its read, the family's own steps and
     its scoring. Reads reach the program one at a time in item order whatever this says: the knowledge base is

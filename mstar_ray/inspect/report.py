@@ -30,7 +30,7 @@ from mstar_ray.run_config import load_run_config  # noqa: E402
 from mstar_ray.runlog import layout  # noqa: E402
 from mstar_ray.runlog.reader import read_rows  # noqa: E402
 from mstar_ray.runlog.sources import load_source  # noqa: E402
-from mstar_ray.runlog.transfer import TransferMatrix  # noqa: E402
+from mstar_ray.runlog.transfer_matrix import TransferMatrix  # noqa: E402
 from mstar_ray.search.pareto import TIE, ParetoParents  # noqa: E402
 from mstar_ray.search.population import Population  # noqa: E402
 from mstar_ray.search.split import Split  # noqa: E402

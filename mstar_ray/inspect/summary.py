@@ -71,7 +71,7 @@ def run_summary_text(run_dir: Path, summary: dict | None = None) -> str:
 
 def transfer_text(out: Path, run_dirs: list[str], *, as_json: bool = False) -> str:
     """The end of ``mstar-ray transfer``: the matrix as a table and where it was written (or transfer.json)."""
-    from mstar_ray.runlog.transfer import TransferMatrix
+    from mstar_ray.runlog.transfer_matrix import TransferMatrix
 
     data = (out / layout.TRANSFER).read_text(encoding="utf-8")
     if as_json:

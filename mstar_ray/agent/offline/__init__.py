@@ -14,6 +14,6 @@ processes regardless of ``PYTHONHASHSEED``.
 """
 
 from mstar_ray.agent.offline.backend import OfflineBackend
-from mstar_ray.agent.offline.toolkit import toolkit_answer
+from mstar_ray.agent.offline.completions import toolkit_answer
 
 __all__ = ["OfflineBackend", "toolkit_answer"]

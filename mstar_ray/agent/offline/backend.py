@@ -9,7 +9,7 @@ from typing import Any
 
 from mstar_ray.agent.offline.extract import extract_item
 from mstar_ray.agent.offline.query import build_query
-from mstar_ray.agent.offline.toolkit import toolkit_answer
+from mstar_ray.agent.offline.completions import toolkit_answer
 from mstar_ray.embedding.embedder import Embedder
 from mstar_ray.families import meaning
 from mstar_ray.families.step import Given, Result, Shown, Step

@@ -7,7 +7,7 @@ action from the admissible ones, seeing the goal, the always-on knowledge, the r
 far, the current observation and the inventory. Score 1 if the game is won within the step limit, else 0.
 The episode's transcript is the item's trace, which a reflector reads for a failed episode.
 
-The environment runs in a helper process of this one (``mstar_ray.envs.process``), kept for every episode
+The environment runs in a helper process of this one (``mstar_ray.envs.env_process``), kept for every episode
 this process plays (one per episode played at once). An environment that hangs or crashes fails that episode, with the error in the item's
 ``error`` and trace; the next episode gets a fresh process.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 
 from mstar_ray.envs.base import EnvFailure, EpisodeSpec, Observation
-from mstar_ray.envs.process import EnvProcess, leased
+from mstar_ray.envs.env_process import EnvProcess, leased
 from mstar_ray.envs.transcript import Transcript
 from mstar_ray.families.base import ItemRun, Overlap
 from mstar_ray.families.episode import offline

@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from mstar_ray.envs.base import GameSpec
-from mstar_ray.envs.process import shared
+from mstar_ray.envs.env_process import shared
 from mstar_ray.families.episode.games import Roles, draw, episode_task
 from mstar_ray.tasks.model import Task
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from mstar_ray.envs.base import EpisodeSpec, GameSpec, Observation
-from mstar_ray.envs.process import EnvProcess
+from mstar_ray.envs.env_process import EnvProcess
 from mstar_ray.envs.transcript import Transcript, opening
 from mstar_ray.exit_codes import InputError
 from mstar_ray.tasks.model import Item, RawText, Task, limit_items

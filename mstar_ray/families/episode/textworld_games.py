@@ -12,7 +12,7 @@ import random
 from typing import TYPE_CHECKING, NamedTuple
 
 from mstar_ray.envs.base import GameSpec
-from mstar_ray.envs.process import shared
+from mstar_ray.envs.env_process import shared
 from mstar_ray.families.episode.games import Roles, draw, episode_task
 from mstar_ray.tasks.model import Task
 

@@ -20,7 +20,7 @@ import re
 import tokenize
 from collections.abc import Collection
 
-from mstar_ray.agent.offline.toolkit import asks_answer
+from mstar_ray.agent.offline.completions import asks_answer
 from mstar_ray.contract import LOGIC_CLASS
 from mstar_ray.reflect.offline.engine import (
     _Edit, Mutation, NoMutation, _apply, _methods, _module_class, _Source, _valid,
