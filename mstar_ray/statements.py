@@ -83,7 +83,7 @@ def statements(text: str) -> list[Statement]:
         inner = tx.parse_turn(turn.body) if turn.speaker else None
         if inner is not None and inner.speaker:
             # "Facts: Caroline: I went ...": a label over a remembered turn; the turn's speaker is who said it.
-            turn = tx.Turn(header=turn.header or inner.header, speaker=inner.speaker, body=inner.body,
+            turn = tx.SpeakerTurn(header=turn.header or inner.header, speaker=inner.speaker, body=inner.body,
                            date=turn.date or inner.date)
         line_dates = [d for d in tx.find_dates(line) if d.day and d.year]
         if turn.date is not None and turn.date.year:

@@ -186,7 +186,7 @@ _SPEAKER_RE = re.compile(r"^([A-Z][\w'.\-]*(?:\s+[A-Z][\w'.\-]*){0,3})\s*:\s+")
 
 
 @dataclass(frozen=True)
-class Turn:
+class SpeakerTurn:
     """A raw text split into its bracket header, speaker and what was said."""
 
     header: str
@@ -195,7 +195,7 @@ class Turn:
     date: DateMention | None
 
 
-def parse_turn(text: str) -> Turn:
+def parse_turn(text: str) -> SpeakerTurn:
     """Split ``"[1:56 pm on 8 May, 2023] Caroline: I went ..."`` into its parts.
 
     Any part may be missing; ``body`` is then the rest of the text, never lost.
@@ -212,7 +212,7 @@ def parse_turn(text: str) -> Turn:
         speaker = m.group(1).strip()
         rest = rest[m.end() :]
     dates = find_dates(header) if header else []
-    return Turn(header=header, speaker=speaker, body=rest.strip(), date=dates[0] if dates else None)
+    return SpeakerTurn(header=header, speaker=speaker, body=rest.strip(), date=dates[0] if dates else None)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import pytest
 from mstar_ray.actors.wiring import RoleClients
 from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
-from mstar_ray.agent.concurrency import SERIAL, EvalConcurrency, Turns, Stopped
+from mstar_ray.agent.concurrency import SERIAL, EvalConcurrency, Turns, TurnsStopped
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.llm.endpoint import DEFAULT_MAX_CONCURRENCY, EndpointConfig
 from mstar_ray.llm.governor import Governor
@@ -270,7 +270,7 @@ def test_turns_keep_item_order_and_a_stop_releases_every_waiter():
     def item(turn: int) -> None:
         try:
             turns.wait(turn)
-        except Stopped:
+        except TurnsStopped:
             seen.append(("stopped", turn))
             return
         seen.append(turn)

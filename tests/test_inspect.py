@@ -107,7 +107,7 @@ def test_the_run_stores_its_structural_clusters_and_the_report_recomputes_them_w
     assert sorted(stored.ids) == sorted(evaluated) and len(stored.labels) == len(stored.coords) == len(evaluated)
     assert set(stored.medoids) <= set(stored.ids) and 0 < stored.mean_distance <= 1
     summary = json.loads((finished_run / "summary.json").read_text())
-    assert summary["structural_families"] == len(stored.medoids)
+    assert summary["structural_clusters"] == len(stored.medoids)
     copy = tmp_path / "copy"
     shutil.copytree(finished_run, copy)
     (copy / "structure.json").unlink()

@@ -23,17 +23,17 @@ from typing import Any, TypeVar
 
 from mstar_ray.results import SERIAL, EvalConcurrency
 
-__all__ = ["SERIAL", "EvalConcurrency", "Stopped", "Turns", "as_done", "executor", "in_order"]
+__all__ = ["SERIAL", "EvalConcurrency", "TurnsStopped", "Turns", "as_done", "executor", "in_order"]
 T = TypeVar("T")
 
 
-class Stopped(Exception):
+class TurnsStopped(Exception):
     """The evaluation stopped (a violation, a failed step) before this item's turn came."""
 
 
 class Turns:
     """A ticket lock: ``wait(i)`` returns once turns 0..i-1 are ``done`` (in any order: an item that ends
-    without reading passes its turn when it ends); ``stop`` releases every waiter with ``Stopped``."""
+    without reading passes its turn when it ends); ``stop`` releases every waiter with ``TurnsStopped``."""
 
     def __init__(self) -> None:
         self._next = 0
@@ -45,7 +45,7 @@ class Turns:
         with self._cond:
             self._cond.wait_for(lambda: self._stopped or self._next == turn)
             if self._stopped:
-                raise Stopped()
+                raise TurnsStopped()
 
     def done(self, turn: int) -> None:
         with self._cond:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from mstar_ray.agent.attribution import attribute as attribute_failures
 from mstar_ray.agent.backend import AgentBackend
-from mstar_ray.agent.concurrency import EvalConcurrency, SERIAL, Stopped, Turns, as_done, executor, in_order
+from mstar_ray.agent.concurrency import EvalConcurrency, SERIAL, TurnsStopped, Turns, as_done, executor, in_order
 from mstar_ray.contract import ProgramInfo, inspect_program
 from mstar_ray.embedding.cached import CachedEmbedder, candidate_embedder
 from mstar_ray.embedding.embedder import Embedder
@@ -211,7 +211,7 @@ class _Evaluation:
             item = self.items[index]
             try:
                 return self.family.run(item, self._item_run(item, memory.for_item(turns, turn, counts[index])))
-            except (MemoryViolation, Stopped):
+            except (MemoryViolation, TurnsStopped):
                 raise
             except BaseException:
                 turns.stop()  # a failed step (an endpoint, the budget) ends the evaluation, as it always did
@@ -226,7 +226,7 @@ class _Evaluation:
             for (turn, index), future in as_done(pool, run_item, list(enumerate(order)), slots, lambda: not turns.stopped):
                 try:
                     finished[turn] = future.result()
-                except Stopped:
+                except TurnsStopped:
                     continue  # after a violation: where the serial protocol would not have gone
                 except MemoryViolation as exc:
                     violated = violated or (turn, exc)

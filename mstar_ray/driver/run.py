@@ -112,8 +112,9 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         "wall_seconds": round(result.wall_s, 1), "stop_reason": result.stop_reason,
         "cost_usd": driver.shown.cost_usd, "tokens": driver.shown.tokens,
         "duplicates": counts.duplicates, "screened_out": counts.screened_out,
-        # the key keeps the name summaries have always had for the clusters of programs
-        "structural_families": len(result.population_map.medoids) if result.population_map else None,
+        # the clusters of structurally similar programs (the report's map); summaries before issue 46 call it
+        # "structural_families", which read as task families: nothing reads the key back, so both stay readable
+        "structural_clusters": len(result.population_map.medoids) if result.population_map else None,
     }
     directory.write_summary(summary)
     directory.write_best(result.best.source)

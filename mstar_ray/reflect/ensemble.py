@@ -54,18 +54,18 @@ class Arm(BaseModel):
         return self.spend_usd / self.reflections if self.reflections and self.spend_usd > 0 else None
 
 
-class Choice(BaseModel):
+class ArmChoice(BaseModel):
     model: str
     reason: str
 
 
-def choose(arms: list[Arm], rng: random.Random, exploration: float = 1.0) -> Choice:
+def choose(arms: list[Arm], rng: random.Random, exploration: float = 1.0) -> ArmChoice:
     """The model for the next reflection among ``arms`` (the models configured now, in their order)."""
     if len(arms) == 1:
-        return Choice(model=arms[0].model, reason="the only reflector model")
+        return ArmChoice(model=arms[0].model, reason="the only reflector model")
     for arm in arms:
         if arm.reflections == 0:
-            return Choice(model=arm.model, reason="not tried yet")
+            return ArmChoice(model=arm.model, reason="not tried yet")
     judged = sum(a.judged for a in arms)
     pooled_gain = sum(a.gain for a in arms) / judged if judged else ENTRY_CREDIT
     costs = [c for a in arms if (c := a.cost_per_reflection) is not None]
@@ -83,7 +83,7 @@ def choose(arms: list[Arm], rng: random.Random, exploration: float = 1.0) -> Cho
     top = max(index for index, _, _ in best)
     tied = [(arm, why) for index, arm, why in best if index >= top * (1 - 1e-12)]
     arm, why = tied[rng.randrange(len(tied))] if len(tied) > 1 else tied[0]
-    return Choice(model=arm.model, reason=why)
+    return ArmChoice(model=arm.model, reason=why)
 
 
 class ModelEnsemble:

@@ -82,7 +82,7 @@ def jail_problem(pid: int) -> str | None:
     return None
 
 
-class Zygote:
+class ZygoteHandle:
     """One fork-server process and its control channel."""
 
     def __init__(self, command: list[str], env: dict[str, str] | None, control: socket.socket, child_fd: int,
@@ -168,7 +168,7 @@ class ForkServer:
         return [sys.executable, "-c", "import sys; from sandbox.zygote import main; main(int(sys.argv[1]), sys.argv[2])",
                 str(control_fd), settings]
 
-    def _launch(self, bwrap: jail.Bwrap | None) -> Zygote:
+    def _launch(self, bwrap: jail.Bwrap | None) -> ZygoteHandle:
         """The zygote in a jail made with ``bwrap``, or without one."""
         host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         host.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
@@ -176,10 +176,10 @@ class ForkServer:
             if bwrap is not None:
                 command = jail.jail_command(bwrap, self._command(child.fileno(), jail.SCRATCH),
                                             sandbox_environment(jail.SANDBOX_MOUNT))
-                return Zygote(command, {}, host, child.fileno(), self.start_timeout_s)
+                return ZygoteHandle(command, {}, host, child.fileno(), self.start_timeout_s)
             self._scratch = self._scratch or tempfile.mkdtemp(prefix="mstar-zygote-")
             os.chmod(self._scratch, 0o700)
-            return Zygote(self._command(child.fileno(), self._scratch), sandbox_environment(self._code()), host,
+            return ZygoteHandle(self._command(child.fileno(), self._scratch), sandbox_environment(self._code()), host,
                           child.fileno(), self.start_timeout_s)
         finally:
             child.close()
@@ -191,7 +191,7 @@ class ForkServer:
             os.symlink(jail.sandbox_package(), os.path.join(self._code_folder, "sandbox"))
         return self._code_folder
 
-    def _start(self) -> Zygote:
+    def _start(self) -> ZygoteHandle:
         self.missing, self.jail = {}, ""
         if "jail" in self.disable:
             self.missing["jail"] = "disabled (test mode)"
@@ -212,7 +212,7 @@ class ForkServer:
                 self.missing["jail"] = problem
         return self._launch(None)
 
-    def spawn(self, limits: dict[str, Any]) -> tuple[Zygote, int, socket.socket]:
+    def spawn(self, limits: dict[str, Any]) -> tuple[ZygoteHandle, int, socket.socket]:
         """A new candidate process with ``limits`` (a ``SandboxLimits`` dump): (the zygote that forked it,
         its keeper's pid there, our end of its channel)."""
         for attempt in (1, 2):

@@ -33,7 +33,7 @@ from mstar_ray.sandbox_host.frames import (
     DoneFrame, EmbedFrame, LayersFrame, LLMFrame, ProtocolError, ViolationFrame, done_value, parse_frame,
 )
 from mstar_ray.sandbox_host.fork_server import (
-    ForkServer, Zygote, namespaces_of, proc_status, receive_with_pid, shared_fork_server,
+    ForkServer, ZygoteHandle, namespaces_of, proc_status, receive_with_pid, shared_fork_server,
 )
 from mstar_ray.sandbox_host.jail import Layer, SandboxStartError, SandboxUnavailable
 from mstar_ray.sandbox import wire
@@ -219,7 +219,7 @@ class Sandbox:
         self._llm = llm
         self._embed = embed
         self._fork_server = fork_server or shared_fork_server()
-        self._zygote: Zygote | None = None
+        self._zygote: ZygoteHandle | None = None
         self.pid: int | None = None  # the keeper's pid in the fork server's namespace
         self.host_pid: int | None = None  # the candidate's pid here, from the kernel
         self._pidfd: int | None = None

@@ -115,7 +115,7 @@ def first_reached(conditions: Sequence[StopCondition], count: SearchCount) -> St
     return next((reason for condition in conditions if (reason := condition.reached(count))), None)
 
 
-class Budget:
+class BudgetCheck:
     """The run's budgets as the policy asks them before each new reflection, and why the search stopped starting
     them: a spent LLM budget (``llm_spent``: the gateway's reason, or None) ends the run at once; a reached stop
     condition only keeps new reflections from starting."""

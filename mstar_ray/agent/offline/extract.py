@@ -25,7 +25,7 @@ class _Facts:
     """Everything extraction may need from one raw text, computed once."""
 
     raw: str
-    turn: tx.Turn
+    turn: tx.SpeakerTurn
     dates: list[str]
     names: list[str]
     keywords: list[str]

@@ -35,7 +35,7 @@ from mstar_ray.search.parents import parent_rule
 from mstar_ray.search.population import Member
 from mstar_ray.search.selection import Challenge, Incumbent
 from mstar_ray.search.split import SplitPlan
-from mstar_ray.search.stop import Budget, SearchCount, StopReason, stop_conditions
+from mstar_ray.search.stop import BudgetCheck, SearchCount, StopReason, stop_conditions
 from mstar_ray.search.work import Crashed, Done, Finished, Pool, Raised, Work
 from mstar_ray.search.loop.steering import Steering
 from mstar_ray.state.candidate import Candidate, FixRound
@@ -119,7 +119,7 @@ class SearchPolicy:
             raise InputError("search.cascade is set but the split has no slice to screen on (split.screen)")
         self.parents = parent_rule(cfg.parent_selection, tau=cfg.tau, static_ids=plan.split.static,
                                    objectives=cfg.pareto.objectives, cost=cfg.pareto.cost)
-        self.budget = Budget(stop_conditions(cfg.max_candidates, cfg.max_iterations, cfg.max_wall_s), llm_spent)
+        self.budget = BudgetCheck(stop_conditions(cfg.max_candidates, cfg.max_iterations, cfg.max_wall_s), llm_spent)
         self.structure = StructureIndex(cfg.structure_level)  # no structure is evaluated twice
         self.task_brief = family(task.family).brief  # what the reflector is told about how items are scored
         self.evidence = {unit: found.text for unit, found in task.evidence().items()}  # for failure cases
