@@ -1,4 +1,4 @@
-"""How the steps of one evaluation overlap (DESIGN, "One evaluation as a pipeline").
+"""How the steps of one evaluation overlap (docs/design.md section 3, "One evaluation as a pipeline").
 
 Model calls of one evaluation are independent of each other almost everywhere; the sandbox is not: the
 knowledge base is one stateful process, so every call into it keeps the order the serial protocol gives it.
