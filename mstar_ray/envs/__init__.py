@@ -1,5 +1,5 @@
 """Text environments for the episode family: a small adapter interface (``base``), TextWorldExpress and
-ALFWorld adapters, and the helper process that hosts one (``worker``, driven by ``process.EnvProcess``), so
+ALFWorld adapters, and the helper process that hosts one (``worker``, driven by ``env_process.EnvProcess``), so
 that an engine that hangs or crashes costs one episode, never the evaluation.
 
 The adapters' own packages (a Java engine, TextWorld) are imported only inside the helper process; what is
