@@ -13,12 +13,14 @@ WorkKind = Literal["evaluate", "reflect"]
 # only carries them, so it is generic in them.
 Payload = TypeVar("Payload")
 Value = TypeVar("Value")
+# Work only carries its payload (nothing rebinds it), so a Work[EvalJob] is a Work[EvalJob | ReflectionRequest].
+Carried = TypeVar("Carried", covariant=True)
 
 
 @dataclass(eq=False)  # by identity: two submissions of equal payloads are two pieces of work
-class Work(Generic[Payload]):
+class Work(Generic[Carried]):
     kind: WorkKind
-    payload: Payload  # what the worker's method named ``kind`` is called with
+    payload: Carried  # what the worker's method named ``kind`` is called with
     tag: object = None  # the policy's own record of what this work is for (a Candidate for a search evaluation)
 
 

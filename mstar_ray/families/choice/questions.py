@@ -82,4 +82,5 @@ def load_choice(data: str | Path, *, limit: int | None = None) -> Task:
 
 
 def from_config(config: ChoiceOptions) -> Task:
+    assert config.data is not None, "choice needs data"  # the options refuse a choice task without it
     return load_choice(config.data, limit=config.limit)

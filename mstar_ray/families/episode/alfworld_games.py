@@ -18,7 +18,7 @@ from mstar_ray.families.episode.games import Roles, draw, episode_task
 from mstar_ray.tasks.model import Task
 
 if TYPE_CHECKING:
-    from mstar_ray.families.task_registry import TaskConfig
+    from mstar_ray.families.task_options import AlfworldOptions
 
 TRAIN_FOLD, SEEN_FOLD, UNSEEN_FOLD = "train", "valid_seen", "valid_unseen"
 STEP_LIMIT = 50  # the M* reference's and ALFWorld's own evaluation limit
@@ -32,7 +32,7 @@ def _game_id(fold: str, game_file: str) -> str:
     return f"alfworld-{fold}-{task}-{trial}"
 
 
-def from_config(config: TaskConfig) -> Task:
+def from_config(config: AlfworldOptions) -> Task:
     env = shared("alfworld")
     timeout = config.step_timeout_s
 

@@ -17,7 +17,7 @@ from mstar_ray.families.episode.games import Roles, draw, episode_task
 from mstar_ray.tasks.model import Task
 
 if TYPE_CHECKING:
-    from mstar_ray.families.task_registry import TaskConfig
+    from mstar_ray.families.task_options import CoinOptions, CookingworldOptions, TwcOptions
 
 SEEN_FOLD, UNSEEN_FOLD = "train", "test"
 
@@ -38,7 +38,7 @@ GAMES: dict[str, GameDefaults] = {
 }
 
 
-def load(game: str, config: TaskConfig) -> Task:
+def load(game: str, config: TwcOptions | CookingworldOptions | CoinOptions) -> Task:
     defaults = GAMES[game]
     params = defaults.params if config.game_params is None else config.game_params
     env = shared("textworld_express")
@@ -59,13 +59,13 @@ def load(game: str, config: TaskConfig) -> Task:
                         step_timeout_s=config.step_timeout_s, limit=config.limit)
 
 
-def twc(config: TaskConfig) -> Task:
+def twc(config: TwcOptions) -> Task:
     return load("twc", config)
 
 
-def cookingworld(config: TaskConfig) -> Task:
+def cookingworld(config: CookingworldOptions) -> Task:
     return load("cookingworld", config)
 
 
-def coin(config: TaskConfig) -> Task:
+def coin(config: CoinOptions) -> Task:
     return load("coin", config)

@@ -33,7 +33,7 @@ from mstar_ray.tasks.model import Item, RawText, Task, limit_items
 from mstar_ray.tasks.records import parse_record
 
 if TYPE_CHECKING:
-    from mstar_ray.families.task_registry import TaskConfig
+    from mstar_ray.families.task_options import BeamOptions
 
 Size = Literal["100K", "500K", "1M", "10M"]
 SIZES: tuple[str, ...] = get_args(Size)
@@ -208,5 +208,5 @@ def load_beam(data: str | Path | None, *, size: str = "100K", conversation: int 
     return Task(name=f"beam/{size}/{folder.name}", texts=texts, items=limit_items(questions, limit))
 
 
-def from_config(config: TaskConfig) -> Task:
+def from_config(config: BeamOptions) -> Task:
     return load_beam(config.data, size=config.size, conversation=config.conversation, limit=config.limit)

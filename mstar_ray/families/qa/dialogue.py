@@ -16,7 +16,6 @@ from mstar_ray.exit_codes import InputError
 from mstar_ray.tasks.model import EvidenceUnit, RawText
 
 Granularity = Literal["session", "turn"]
-Granularity = Literal["session", "turn"]
 GRANULARITIES: tuple[str, ...] = get_args(Granularity)
 
 

@@ -30,7 +30,7 @@ from mstar_ray.exit_codes import InputError, MissingInput
 from mstar_ray.tasks.model import EvidenceUnit, Item, RawText, Task, limit_items
 
 if TYPE_CHECKING:
-    from mstar_ray.families.task_registry import TaskConfig
+    from mstar_ray.families.task_options import JsonlOptions
 
 TEXTS_FILE = "texts.jsonl"
 QUESTIONS_FILE = "questions.jsonl"
@@ -41,7 +41,7 @@ class _Record(BaseModel):
 
     @field_validator("*", mode="after")
     @classmethod
-    def _no_blank_strings(cls, value):
+    def _no_blank_strings(cls, value: object) -> object:
         if isinstance(value, str) and not value.strip():
             raise ValueError("must not be empty")
         return value
@@ -174,5 +174,6 @@ def write_jsonl(out: Path, texts: list[RawText], items: list[Item], splits: dict
         (out / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
 
 
-def from_config(config: TaskConfig) -> Task:
+def from_config(config: JsonlOptions) -> Task:
+    assert config.data is not None, "jsonl needs data"  # the options refuse a jsonl task without it
     return load_jsonl(config.data, limit=config.limit)

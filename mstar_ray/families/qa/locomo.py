@@ -24,7 +24,7 @@ from mstar_ray.families.qa.dialogue import Granularity, dialogue_texts, granular
 from mstar_ray.tasks.model import Item, RawText, Task, limit_items
 
 if TYPE_CHECKING:
-    from mstar_ray.families.task_registry import TaskConfig
+    from mstar_ray.families.task_options import LocomoOptions
 
 logger = logging.getLogger(__name__)
 
@@ -350,7 +350,7 @@ def load_locomo(
     return _build(path, conversation, categories, limit, granularity)
 
 
-def from_config(config: TaskConfig) -> Task:
+def from_config(config: LocomoOptions) -> Task:
     categories = DEFAULT_CATEGORIES if config.categories is None else config.categories
     return load_locomo(config.data, conversation=config.conversation, categories=categories, limit=config.limit,
                        granularity=config.granularity)

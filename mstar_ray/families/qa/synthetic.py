@@ -23,7 +23,7 @@ from mstar_ray.families.qa.dialogue import Granularity, dialogue_texts, granular
 from mstar_ray.tasks.model import Item, RawText, Task, limit_items
 
 if TYPE_CHECKING:
-    from mstar_ray.families.task_registry import TaskConfig
+    from mstar_ray.families.task_options import SyntheticOptions
 
 CATEGORIES: tuple[str, ...] = ("single-hop", "temporal", "knowledge-update", "multi-hop")
 MAX_PERSONAS = 6
@@ -350,6 +350,7 @@ def _plan_persona(rng: random.Random, pools: _Pools, index: int, name: str, sess
     # Gender-neutral relations, because the name pool is not split by gender.
     persona.relation = rng.choice(("cousin", "best friend"))
     persona.relative = pools.draw(FIRST_NAMES)
+    pool: tuple[str, ...]
     for kind, pool in (("food", FOODS), ("hometown", CITIES)):
         value = pools.draw(pool)
         persona.static[kind] = (value, fact(rng.choice(early), _STATIC_TEMPLATES[kind], v=value))
@@ -578,7 +579,7 @@ def make_synthetic(seed: int = 0, sessions: int = 16, personas: int = 2, questio
     return Task(name=name + granularity_suffix(granularity), texts=texts, items=questions)
 
 
-def from_config(config: TaskConfig) -> Task:
+def from_config(config: SyntheticOptions) -> Task:
     """The registry's loader: the world of ``config.seed``, its questions limited round-robin over categories."""
     task = make_synthetic(seed=config.seed, sessions=config.sessions, personas=config.personas,
                           questions_per_category=config.questions_per_category, granularity=config.granularity)

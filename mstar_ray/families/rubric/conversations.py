@@ -61,7 +61,7 @@ class Criterion(BaseModel):
 
     @field_validator("points", mode="before")
     @classmethod
-    def _a_number(cls, value):
+    def _a_number(cls, value: object) -> object:
         if isinstance(value, bool):
             raise ValueError("points must be a number, not a boolean")
         return value

@@ -27,7 +27,7 @@ from mstar_ray.tasks.records import parse_record, read_json_lines
 from mstar_ray.families.rubric.conversations import Criterion, Message, RubricRecord, check_conversation, check_rubric, rubric_file_task
 
 if TYPE_CHECKING:
-    from mstar_ray.families.task_registry import TaskConfig
+    from mstar_ray.families.task_options import HealthbenchOptions
 
 THEME = "theme:"
 
@@ -56,7 +56,7 @@ class _Record(BaseModel):
     ideal_completions_data: _Ideal | None = None
 
 
-def _record(raw: dict, where: str) -> RubricRecord:
+def _record(raw: dict[str, object], where: str) -> RubricRecord:
     record = parse_record(_Record, raw, where)
     check_conversation(record.prompt, where, "prompt")
     criteria = [Criterion.model_validate({"text": r.criterion, "points": r.points, "tags": r.tags})
@@ -82,6 +82,6 @@ def load_healthbench(data: str | Path | None, *, train_share: float = 0.5, seed:
                             train_share=train_share, seed=seed, limit=limit, only_categories=only_categories)
 
 
-def from_config(config: TaskConfig) -> Task:
+def from_config(config: HealthbenchOptions) -> Task:
     return load_healthbench(config.data, train_share=config.train_share, seed=config.seed, limit=config.limit,
                             only_categories=config.only_categories)

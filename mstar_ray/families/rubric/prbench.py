@@ -35,7 +35,7 @@ from mstar_ray.tasks.records import parse_record, read_json_lines
 from mstar_ray.families.rubric.conversations import Criterion, Message, RubricRecord, check_conversation, check_rubric, rubric_file_task
 
 if TYPE_CHECKING:
-    from mstar_ray.families.task_registry import TaskConfig
+    from mstar_ray.families.task_options import PrbenchOptions
 
 MAX_TURNS = 10  # prompt_0 .. prompt_9
 POSITIVE_CLASSES = ("critically important", "important", "slightly important")
@@ -150,6 +150,6 @@ def load_prbench(data: str | Path | None, *, train_share: float = 0.5, seed: int
                             only_categories=tuple(c.lower() for c in only_categories or ()) or None)
 
 
-def from_config(config: TaskConfig) -> Task:
+def from_config(config: PrbenchOptions) -> Task:
     return load_prbench(config.data, train_share=config.train_share, seed=config.seed, limit=config.limit,
                         only_categories=config.only_categories)

@@ -16,6 +16,9 @@ from mstar_ray.reflect.offline.engine import (
     _constant_target, _indent_of, _method_attributes, _methods, _module_class, _reindent, _short_id,
     _valid,
 )
+from mstar_ray.reflect.offline.engine import _Function
+from mstar_ray.reflect.offline.engine import _end_line
+from mstar_ray.reflect.offline.engine import _constant_number
 from mstar_ray.reflect.offline.names import _bound_names, _free_names_of
 
 # Bounds on the work on two candidates' sources (untrusted: a chain of methods each needing the next made one
@@ -33,7 +36,7 @@ def _class_level_names(cls: ast.ClassDef) -> set[str]:
     return names
 
 
-def _attribute_use(methods: dict[str, ast.FunctionDef], class_names: set[str]) -> tuple[set[str], set[str]]:
+def _attribute_use(methods: dict[str, _Function], class_names: set[str]) -> tuple[set[str], set[str]]:
     """(attributes set or defined in the class, attributes read) over a class's methods."""
     assigned, loaded = set(class_names) | set(methods), set()
     for fn in methods.values():
@@ -43,12 +46,12 @@ def _attribute_use(methods: dict[str, ast.FunctionDef], class_names: set[str]) -
     return assigned, loaded
 
 
-def _missing_attributes(methods: dict[str, ast.FunctionDef], class_names: set[str]) -> set[str]:
+def _missing_attributes(methods: dict[str, _Function], class_names: set[str]) -> set[str]:
     assigned, loaded = _attribute_use(methods, class_names)
     return loaded - assigned
 
 
-def _unread_attributes(methods: dict[str, ast.FunctionDef], class_names: set[str]) -> set[str]:
+def _unread_attributes(methods: dict[str, _Function], class_names: set[str]) -> set[str]:
     assigned, loaded = _attribute_use(methods, class_names)
     return assigned - loaded - set(methods) - class_names
 
@@ -154,7 +157,7 @@ class _Transplant:
         block = _reindent(self.donor.block(new), _indent_of(self.donor, new), indent)
         if block is None:
             return False
-        self.edits.append(_Edit(self.receiver.line_end(cls.end_lineno), self.receiver.line_end(cls.end_lineno), "\n" + block))
+        self.edits.append(_Edit(self.receiver.line_end(_end_line(cls)), self.receiver.line_end(_end_line(cls)), "\n" + block))
         self.taken.append(new)
         self._mark(cls)
         return True
@@ -193,10 +196,10 @@ class _Transplant:
         if not lines:
             return
         body = self.receiver.tree.body
-        last = max((s for s in body if isinstance(s, (ast.Import, ast.ImportFrom))), key=lambda s: s.end_lineno, default=None)
+        last: ast.stmt | None = max((s for s in body if isinstance(s, (ast.Import, ast.ImportFrom))), key=_end_line, default=None)
         if last is None:
             last = body[0] if body and is_docstring(body[0]) else None
-        offset = self.receiver.line_end(last.end_lineno) if last else 0
+        offset = self.receiver.line_end(_end_line(last)) if last else 0
         self.edits.append(_Edit(offset, offset, "".join(sorted(set(lines)))))
         self.carried.extend(line.split()[-1] for line in sorted(set(lines)))
 
@@ -296,6 +299,8 @@ def _describe_taken(what: str, tag: str, schemas: list[str], note: str) -> str:
 def _methods_plan(start: str) -> _Plan:
     def build(receiver: _Source, donor: _Source, tag: str) -> tuple[str, str] | None:
         mine, theirs = _module_class(receiver.tree, LOGIC_CLASS), _module_class(donor.tree, LOGIC_CLASS)
+        if mine is None or theirs is None:  # planned only where both have the class (_plans)
+            return None
         unit = _method_unit(mine, theirs, start)
         if unit is None:
             return None
@@ -324,6 +329,8 @@ def _statement_plan(name: str, label: str) -> _Plan:
     def build(receiver: _Source, donor: _Source, tag: str) -> tuple[str, str] | None:
         old, new = _bindings(receiver.tree).get(name), _bindings(donor.tree).get(name)
         move = _Transplant(receiver, donor)
+        if old is None or new is None:  # planned only where both bind the name (_plans)
+            return None
         if not move.replace(old, new, old) or not move.carry_dependencies():
             return None
         fixed = _schema_fix(move.result(), donor)
@@ -334,10 +341,18 @@ def _statement_plan(name: str, label: str) -> _Plan:
     return _Plan(build, f"statement:{name}")
 
 
+# The statements that bind a name to a value (the first binding of a constant is one of them).
+_VALUED = (ast.Assign, ast.AnnAssign, ast.AugAssign)
+
+
 def _constant_plan(name: str) -> _Plan:
     def build(receiver: _Source, donor: _Source, tag: str) -> tuple[str, str] | None:
-        old = _bindings(receiver.tree)[name].value
-        new = _bindings(donor.tree)[name].value
+        old_stmt, new_stmt = _bindings(receiver.tree)[name], _bindings(donor.tree)[name]
+        if not isinstance(old_stmt, _VALUED) or not isinstance(new_stmt, _VALUED):  # planned only for constants
+            return None
+        old, new = old_stmt.value, new_stmt.value
+        if old is None or new is None:  # an annotation alone (``K: int``) holds no value to take
+            return None
         start, end = receiver.span(old)
         child = _apply(receiver.text, [_Edit(start, end, donor.segment(new))])
         return child, f"take {name} = {donor.segment(new)} from parent #{tag} (crossover; was {receiver.segment(old)})"
@@ -345,8 +360,10 @@ def _constant_plan(name: str) -> _Plan:
     return _Plan(build, f"constant:{name}")
 
 
-def _numeric_constants(tree: ast.Module) -> dict[str, ast.stmt]:
-    return {name: stmt for stmt in tree.body if (name := _constant_target(stmt)) is not None}
+def _numeric_constants(tree: ast.Module) -> dict[str, ast.Constant]:
+    """UPPER_CASE numeric module constants: name -> the number it holds (its last assignment)."""
+    return {name: node for stmt in tree.body
+            if (name := _constant_target(stmt)) is not None and (node := _constant_number(stmt)) is not None}
 
 
 def _plans(receiver: _Source, donor: _Source) -> list[_Plan]:
@@ -365,12 +382,12 @@ def _plans(receiver: _Source, donor: _Source) -> list[_Plan]:
             plans.append(_statement_plan(name, f"the {name} schema"))
     mine_defs, theirs_defs = _bindings(receiver.tree), _bindings(donor.tree)
     for name, stmt in theirs_defs.items():
-        old = mine_defs.get(name)
-        if isinstance(stmt, ast.FunctionDef) and isinstance(old, ast.FunctionDef) and _different(old, stmt):
+        mine_def = mine_defs.get(name)
+        if isinstance(stmt, ast.FunctionDef) and isinstance(mine_def, ast.FunctionDef) and _different(mine_def, stmt):
             plans.append(_statement_plan(name, f"helper {name}()"))
     mine_numbers, theirs_numbers = _numeric_constants(receiver.tree), _numeric_constants(donor.tree)
     for name in sorted(mine_numbers.keys() & theirs_numbers.keys()):
-        if mine_numbers[name].value.value != theirs_numbers[name].value.value:
+        if mine_numbers[name].value != theirs_numbers[name].value:
             plans.append(_constant_plan(name))
     return sorted(plans, key=lambda p: p.key)
 

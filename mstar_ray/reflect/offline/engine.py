@@ -28,6 +28,7 @@ _READ_BOUND_NAME = re.compile(r"CONTEXT|READ|OUTPUT|RESULT|RETURN")
 _TUNABLE_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _LINE_WIDTH = 110
 T = TypeVar("T")
+_Function = ast.FunctionDef | ast.AsyncFunctionDef  # a program's method or helper, either kind
 
 
 @dataclass(frozen=True)
@@ -66,17 +67,17 @@ class _Source:
         line = self.lines[lineno - 1]
         return self.line_starts[lineno - 1] + len(line.encode()[:col].decode(errors="ignore"))
 
-    def span(self, node: ast.AST) -> tuple[int, int]:
-        return self.offset(node.lineno, node.col_offset), self.offset(node.end_lineno, node.end_col_offset)
+    def span(self, node: ast.expr | ast.stmt) -> tuple[int, int]:
+        return self.offset(node.lineno, node.col_offset), self.offset(_end_line(node), _end_column(node))
 
-    def segment(self, node: ast.AST) -> str:
+    def segment(self, node: ast.expr | ast.stmt) -> str:
         start, end = self.span(node)
         return self.text[start:end]
 
     def block_span(self, node: ast.stmt) -> tuple[int, int]:
         """Whole lines of a statement, decorators included, up to the start of the next line."""
         first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-        return self.line_starts[first - 1], self.line_starts[node.end_lineno]
+        return self.line_starts[first - 1], self.line_starts[_end_line(node)]
 
     def block(self, node: ast.stmt) -> str:
         start, end = self.block_span(node)
@@ -142,13 +143,13 @@ def _module_class(tree: ast.Module, name: str) -> ast.ClassDef | None:
     return next((s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == name), None)
 
 
-def _methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef]:
+def _methods(cls: ast.ClassDef) -> dict[str, _Function]:
     return {s.name: s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
-def _code_functions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef]]:
+def _code_functions(tree: ast.Module) -> list[tuple[str, _Function]]:
     """(label, function) for the KnowledgeBase methods and the module-level helpers: the program's code."""
-    found: list[tuple[str, ast.FunctionDef]] = []
+    found: list[tuple[str, _Function]] = []
     for stmt in tree.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             found.append((f"{stmt.name}()", stmt))
@@ -167,7 +168,7 @@ def _weighted_shuffle(items: Sequence[T], weights: Sequence[float], rng: random.
     return order
 
 
-def _first_statement(fn: ast.FunctionDef) -> ast.stmt | None:
+def _first_statement(fn: _Function) -> ast.stmt | None:
     """The first statement after the docstring, if it starts on its own line."""
     body = fn.body[1:] if fn.body and is_docstring(fn.body[0]) and len(fn.body) > 1 else fn.body
     first = body[0] if body else None
@@ -178,7 +179,8 @@ def _number(node: ast.AST | None) -> ast.Constant | None:
     """A positive int/float literal (never a bool), unwrapping a unary minus (a ``[-5:]`` slice)."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         node = node.operand
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value > 0:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool) \
+            and node.value > 0:
         return node
     return None
 
@@ -196,7 +198,14 @@ def _constant_target(stmt: ast.stmt) -> str | None:
     return None
 
 
-def _method_attributes(fn: ast.FunctionDef) -> tuple[set[str], set[str]]:
+def _constant_number(stmt: ast.stmt) -> ast.Constant | None:
+    """The number an UPPER_CASE module constant holds (where ``_constant_target`` names one), else None."""
+    if _constant_target(stmt) is None or not isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        return None
+    return _number(stmt.value)
+
+
+def _method_attributes(fn: _Function) -> tuple[set[str], set[str]]:
     """(attributes of self the method assigns, attributes it reads)."""
     params = fn.args.posonlyargs + fn.args.args
     if not params:
@@ -219,9 +228,23 @@ def _bindings(tree: ast.Module) -> dict[str, ast.stmt]:
     return found
 
 
+def _end_line(node: ast.expr | ast.stmt) -> int:
+    """A parsed node's last line (only a node built by hand has none, and no edit spans one)."""
+    if node.end_lineno is None:
+        raise ValueError(f"{type(node).__name__} at line {node.lineno} has no end position: it was not parsed")
+    return node.end_lineno
+
+
+def _end_column(node: ast.expr | ast.stmt) -> int:
+    if node.end_col_offset is None:
+        raise ValueError(f"{type(node).__name__} at line {node.lineno} has no end position: it was not parsed")
+    return node.end_col_offset
+
+
 def _comment_start(source: _Source, stmt: ast.stmt) -> int:
     """The first line of the comment lines directly above a statement (its own first line if none)."""
-    first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
+    decorators: list[ast.expr] = getattr(stmt, "decorator_list", [])
+    first = min([stmt.lineno] + [d.lineno for d in decorators])
     while first > 1 and source.lines[first - 2].lstrip().startswith("#"):
         first -= 1
     return first

@@ -25,6 +25,7 @@ from mstar_ray.contract import LOGIC_CLASS
 from mstar_ray.reflect.offline.engine import (
     _Edit, Mutation, NoMutation, _apply, _methods, _module_class, _Source, _valid,
 )
+from mstar_ray.reflect.offline.engine import _Function
 
 EVIDENCE_REQUEST = "Quote only the lines of the records that bear on the query, each with its speaker and date."
 _SENTENCE = re.compile(r"[^.!?\n]*(?:[.!?]+|\n|$)")
@@ -34,13 +35,13 @@ _OPENS_ANSWER = re.compile(r"answer\b", re.IGNORECASE)
 _PLAIN_STRING = re.compile(r"^[rRuU]?(?:'''|\"\"\"|'|\")", re.DOTALL)
 
 
-def _reached(tree: ast.Module) -> list[ast.FunctionDef]:
+def _reached(tree: ast.Module) -> list[_Function]:
     """read() and the methods and module functions it calls, directly or through one another."""
     cls = _module_class(tree, LOGIC_CLASS)
     methods = _methods(cls) if cls else {}
     functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
     todo = [methods["read"]] if "read" in methods else []
-    seen: list[ast.FunctionDef] = []
+    seen: list[_Function] = []
     while todo:
         fn = todo.pop()
         if fn in seen:

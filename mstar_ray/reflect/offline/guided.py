@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from typing import ClassVar
+from typing import TYPE_CHECKING
 
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.base import ReflectorSetup
@@ -12,6 +13,9 @@ from mstar_ray.reflect.guidance import offline_rewrite
 from mstar_ray.reflect.reflector import Child, Discard, SmokeTest, check_child
 from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.reflect.v4a import PatchError, apply_patch, make_patch
+
+if TYPE_CHECKING:
+    from mstar_ray.reflect.offline import Mutation
 
 
 class OfflineReflector:
@@ -30,7 +34,7 @@ class OfflineReflector:
     def __init__(self, *, max_repairs: int = 3):
         self.max_repairs = max_repairs
 
-    def _propose(self, request: ReflectionRequest, rng: random.Random, rejected: list[str]):
+    def _propose(self, request: ReflectionRequest, rng: random.Random, rejected: list[str]) -> Mutation:
         from mstar_ray.reflect.offline import reflect
 
         return reflect(request.parent_source, request.donors, rng, failures=request.failures,
@@ -57,6 +61,7 @@ class OfflineReflector:
             except (NoMutation, PatchError) as exc:
                 error = str(exc)
             if error is None:
+                assert mutation is not None, "a child was checked, so a mutation was proposed"
                 return Child(
                     id=program_id(source), source=source, parent=request.parent_id, origin=f"mutation:{mutation.kind}",
                     commit_message=mutation.description, iteration=request.iteration, patch=patch, edit_format="mutation",
@@ -70,4 +75,5 @@ class OfflineReflector:
 
     def rewrite_guidance(self, request: ReflectionRequest) -> str | None:
         # the stand-in meta-step: no model reads the texts, so the best one is extended by a drawn phrase
+        assert request.rewrite is not None, "asked only with a rewrite"  # reflector.answer checks it
         return offline_rewrite(request.rewrite, request.seed)

@@ -98,6 +98,9 @@ def edit_instruction(source: str, rng: random.Random, *, avoid: Collection[str] 
     rng.shuffle(names)
     for name in names:
         stmt = statements[name]
+        if not isinstance(stmt, (ast.Assign, ast.AnnAssign)) or not isinstance(stmt.value, ast.Constant) \
+                or not isinstance(stmt.value.value, str):
+            continue  # an augmented assignment (``X += ...``) or a non-text value: no instruction to rewrite
         options = _instruction_edits(stmt.value.value, name)
         rng.shuffle(options)
         for value, description in options:

@@ -18,6 +18,7 @@ from mstar_ray.contract import LOGIC_CLASS
 from mstar_ray.reflect.offline.engine import (
     _Edit, Mutation, NoMutation, _Source, _apply, _bindings, _methods, _module_class, _valid,
 )
+from mstar_ray.reflect.offline.engine import _Function
 from mstar_ray.reflect.offline.writes import _constant_insertion
 
 MAX_LINE_WORDS_NAME = "MAX_LINE_WORDS"
@@ -26,9 +27,9 @@ MAX_LINE_WORDS = 40
 HELPER = "short_lines"
 
 
-def _returns(fn: ast.FunctionDef) -> Iterator[ast.Return]:
+def _returns(fn: _Function) -> Iterator[ast.Return]:
     """The function's own return statements (not those of functions defined inside it)."""
-    stack = list(fn.body)
+    stack: list[ast.AST] = list(fn.body)
     while stack:
         node = stack.pop()
         if isinstance(node, ast.Return):

@@ -37,7 +37,7 @@ def _scan(scope: ast.AST) -> tuple[set[str], set[str], list[ast.AST]]:
                 stack.extend(node.args.defaults + [d for d in node.args.kw_defaults if d is not None])
                 every = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
                 stack.extend(a.annotation for a in every if a.annotation is not None)
-                if getattr(node, "returns", None) is not None:
+                if not isinstance(node, ast.Lambda) and node.returns is not None:
                     stack.append(node.returns)
             continue
         if isinstance(node, ast.Name):

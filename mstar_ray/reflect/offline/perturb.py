@@ -9,12 +9,15 @@ import random
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Literal
+from typing import cast
 
 from mstar_ray.contract import LOGIC_CLASS
 from mstar_ray.reflect.offline.engine import (
     _READ_BOUND_NAME, READ_LIMIT, SCALE_FACTORS, _Edit, Mutation, NoMutation, _Source, _apply,
     _code_functions, _constant_target, _methods, _module_class, _number, _valid, _weighted_shuffle,
 )
+from mstar_ray.reflect.offline.engine import _Function
+from mstar_ray.reflect.offline.engine import _constant_number
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,11 @@ class _Tunable:
     label: str
     at_least: int  # smallest allowed value (ints)
     at_most: float | None
+
+    @property
+    def value(self) -> int | float:
+        """The literal's number: a tunable is only ever an int or float literal (``_number``)."""
+        return cast(int | float, self.node.value)
 
 
 @dataclass(frozen=True)
@@ -48,14 +56,14 @@ def _read_caps(tree: ast.Module) -> _ReadCaps:
 def _module_tunables(tree: ast.Module, caps: _ReadCaps) -> list[_Tunable]:
     found = []
     for stmt in tree.body:
-        name = _constant_target(stmt)
-        if name is not None:
+        name, node = _constant_target(stmt), _constant_number(stmt)
+        if name is not None and node is not None:
             bounds_read = _READ_BOUND_NAME.search(name) or name in caps.names
-            found.append(_Tunable(stmt.value, name, 1, READ_LIMIT if bounds_read else None))
+            found.append(_Tunable(node, name, 1, READ_LIMIT if bounds_read else None))
     return found
 
 
-def _literal_roles(fn: ast.FunctionDef) -> Iterable[tuple[ast.AST, str]]:
+def _literal_roles(fn: _Function) -> Iterable[tuple[ast.AST | None, str]]:
     """(literal, role) for the int literals in a function that act as sizes, counts or thresholds."""
     for node in ast.walk(fn):
         if isinstance(node, ast.Slice):
@@ -69,6 +77,7 @@ def _literal_roles(fn: ast.FunctionDef) -> Iterable[tuple[ast.AST, str]]:
             if func in ("min", "max", "nlargest", "nsmallest", "most_common"):
                 yield from ((arg, f"argument of {func}()") for arg in node.args)
     args = fn.args
+    default: ast.expr | None  # a keyword-only parameter without a default has None
     positional = args.posonlyargs + args.args
     for arg, default in zip(positional[len(positional) - len(args.defaults) :], args.defaults):
         yield default, f"default of {arg.arg}"
@@ -93,7 +102,8 @@ def _code_tunables(tree: ast.Module, caps: _ReadCaps) -> list[_Tunable]:
 def _new_values(tunable: _Tunable, rng: random.Random) -> list[int | float]:
     """The values a tunable may take next, in random order: scaled by each factor, and for a small
     int also one up or down (scaling 6 gives 3, 4, 5, 9...; never 7)."""
-    value = tunable.node.value
+    value = tunable.value
+    found: list[int | float]
     if isinstance(value, int):
         found = [max(tunable.at_least, round(value * f)) for f in SCALE_FACTORS]
         if value < 10:
@@ -114,7 +124,7 @@ def _draw_weight(tunable: _Tunable, named: bool) -> float:
     """Named constants are the program's declared knobs: twice as likely as a bare literal. A limit
     already at its cap can only shrink what read() returns, which rarely helps: a quarter as likely."""
     weight = 2.0 if named else 1.0
-    return weight / 4 if tunable.at_most is not None and tunable.node.value >= tunable.at_most else weight
+    return weight / 4 if tunable.at_most is not None and tunable.value >= tunable.at_most else weight
 
 
 def _within(tunable: _Tunable, places: Collection[str]) -> bool:
@@ -144,11 +154,11 @@ def perturb_numbers(source: str, rng: random.Random, *, avoid: Collection[str] =
     weights = [_draw_weight(t, True) for t in named] + [_draw_weight(t, False) for t in literals]
     for tunable in _weighted_shuffle(named + literals, weights, rng):
         for new in _new_values(tunable, rng):
-            if direction is not None and (new > tunable.node.value) != (direction == "raise"):
+            if direction is not None and (new > tunable.value) != (direction == "raise"):
                 continue
             start, end = parsed.span(tunable.node)
             child = _apply(source, [_Edit(start, end, repr(new))])
             if _valid(source, child, avoid):
-                verb = "raise" if new > tunable.node.value else "lower"
-                return Mutation("perturb_numbers", f"{verb} {tunable.label} from {tunable.node.value} to {new}", child)
+                verb = "raise" if new > tunable.value else "lower"
+                return Mutation("perturb_numbers", f"{verb} {tunable.label} from {tunable.value} to {new}", child)
     raise NoMutation("no numeric tunable to perturb")

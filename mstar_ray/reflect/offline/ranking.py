@@ -23,6 +23,8 @@ from mstar_ray.contract import LOGIC_CLASS
 from mstar_ray.reflect.offline.engine import (
     _Edit, Mutation, NoMutation, _Source, _apply, _bindings, _constant_target, _methods, _module_class, _valid,
 )
+from mstar_ray.reflect.offline.engine import _Function
+from mstar_ray.reflect.offline.engine import _constant_number
 from mstar_ray.reflect.offline.lines import _returns, _wrapped
 from mstar_ray.reflect.offline.writes import _constant_insertion
 
@@ -88,7 +90,7 @@ def {CAP}(text):
 '''
 
 
-def _read(parsed: _Source) -> ast.FunctionDef:
+def _read(parsed: _Source) -> _Function:
     cls = _module_class(parsed.tree, LOGIC_CLASS)
     read = _methods(cls).get("read") if cls else None
     if read is None:
@@ -101,22 +103,23 @@ def _entries_helper(parsed: _Source) -> str:
     return "" if ENTRIES in _bindings(parsed.tree) else f"\n\n{_ENTRIES_SOURCE}"
 
 
-def _wraps(parsed: _Source, read: ast.FunctionDef, helper: str, extra: str = "") -> list[_Edit]:
+def _wraps(parsed: _Source, read: _Function, helper: str, extra: str = "") -> list[_Edit]:
     edits = [e for node in _returns(read) if node.value is not None and (e := _wrapped(parsed, node.value, helper, extra))]
     if not edits:
         raise NoMutation("read() returns nothing but literals")
     return edits
 
 
-def _counts_read_uses(parsed: _Source, read: ast.FunctionDef) -> list[ast.Assign]:
-    """The module constants read() retrieves a number of entries by (an int count, not a size)."""
+def _counts_read_uses(parsed: _Source, read: _Function) -> list[tuple[str, ast.Constant, int]]:
+    """The module constants read() retrieves a number of entries by (an int count, not a size): each one's
+    name, literal and count."""
     used = {n.id for n in ast.walk(read) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     found = []
     for stmt in parsed.tree.body:
-        name = _constant_target(stmt)
-        if name in used and _COUNT_NAME.search(name) and not _SIZE_NAME.search(name) \
-                and type(stmt.value.value) is int and stmt.value.value <= 100:
-            found.append(stmt)
+        name, number = _constant_target(stmt), _constant_number(stmt)
+        if name in used and name is not None and _COUNT_NAME.search(name) and not _SIZE_NAME.search(name) \
+                and number is not None and type(number.value) is int and number.value <= 100:
+            found.append((name, number, number.value))
     return found
 
 
@@ -131,10 +134,10 @@ def fuse_keyword_scores(source: str, rng: random.Random, *, avoid: Collection[st
         raise NoMutation("read() already fuses keyword and similarity ranks")
     edits = _wraps(parsed, read, FUSE, f", {params[1].arg}")
     widened = []
-    for stmt in _counts_read_uses(parsed, read):
-        start, end = parsed.span(stmt.value)
-        edits.append(_Edit(start, end, repr(stmt.value.value * OVERFETCH)))
-        widened.append(f"{stmt.targets[0].id if isinstance(stmt, ast.Assign) else stmt.target.id} x{OVERFETCH}")
+    for name, number, count in _counts_read_uses(parsed, read):
+        start, end = parsed.span(number)
+        edits.append(_Edit(start, end, repr(count * OVERFETCH)))
+        widened.append(f"{name} x{OVERFETCH}")
     constant = f"{FUSION_RANK_NAME} = {FUSION_RANK}\n{_entries_helper(parsed)}\n\n{_FUSE_SOURCE}"
     child = _apply(source, [_constant_insertion(parsed, "\n\n" + constant), *edits])
     if not _valid(source, child, avoid):

@@ -70,11 +70,12 @@ class OfflineReadingReflector(OfflineReflector):
 
     def _read(self, request: ReflectionRequest) -> ReflectionRequest:
         """``request`` with what the tools showed added: the failures read and their stages, the donors read."""
+        assert self.run_dir is not None, "read only with a run directory"  # reflect() checks it
         reader = self.last_reader = RunReader(self.run_dir, max_chars=self.tool_result_chars)
         self.last_read = []
         budget = self.max_read_tokens * CHARS_PER_TOKEN
 
-        def call(name: str, **args) -> str | None:
+        def call(name: str, **args: str | int) -> str | None:
             if len(self.last_read) >= self.max_turns or sum(len(t) for _, t in self.last_read) >= budget:
                 return None
             text = reader.call(name, json.dumps(args))

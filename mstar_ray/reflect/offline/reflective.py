@@ -30,6 +30,7 @@ import ast
 import random
 import re
 from collections import Counter
+from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -129,7 +130,7 @@ def cues(failures: Sequence[Case]) -> Counter[str]:
 def weigh(failures: Sequence[Case], stage_counts: dict[str, int]) -> dict[str, float]:
     """Every edit's weight: its place in the list of each stage, by that stage's share, plus the cues."""
     shares = stage_shares(failures, stage_counts) or {stage: 1 / len(PLAYBOOK) for stage in PLAYBOOK}
-    weights: Counter[str] = Counter({kind: FLOOR for edits in PLAYBOOK.values() for kind in edits})
+    weights: defaultdict[str, float] = defaultdict(float, {kind: FLOOR for edits in PLAYBOOK.values() for kind in edits})
     for stage, share in shares.items():
         for place, kind in enumerate(PLAYBOOK[stage]):
             weights[kind] += share * DECAY ** place

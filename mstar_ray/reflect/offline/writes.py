@@ -8,6 +8,7 @@ import ast
 import random
 import re
 from collections.abc import Collection
+from typing import TypeGuard
 
 from mstar_ray.contract import LOGIC_CLASS
 from mstar_ray.program_ast import is_docstring
@@ -15,6 +16,8 @@ from mstar_ray.reflect.offline.engine import (
     _Edit, Mutation, NoMutation, _Source, _apply, _bindings, _comment_start, _constant_target,
     _first_statement, _indent_of, _method_attributes, _methods, _module_class, _valid,
 )
+from mstar_ray.reflect.offline.engine import _Function
+from mstar_ray.reflect.offline.engine import _end_line
 
 
 MIN_WRITE_WORDS_NAME = "MIN_WRITE_WORDS"
@@ -27,7 +30,7 @@ SEEN_ATTRIBUTE = "_stored_texts"
 _GUARD_LOCALS = frozenset({"said"})
 
 
-def _stores_something(fn: ast.FunctionDef) -> bool:
+def _stores_something(fn: _Function) -> bool:
     body = [s for s in fn.body if not is_docstring(s)]
     return any(not isinstance(s, ast.Pass) and not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)) for s in body)
 
@@ -37,14 +40,15 @@ def _said(raw: str) -> str:
     return f'said = {raw}.split("] ", 1)[-1] if {raw}.startswith("[") else {raw}'
 
 
-def _guard_edit(parsed: _Source, write: ast.FunctionDef, raw: str, lines: list[str]) -> _Edit:
+def _guard_edit(parsed: _Source, write: _Function, raw: str, lines: list[str]) -> _Edit:
     """Insert a guard at the top of write(), after the shared ``said`` line if an earlier guard put it
     there, else with that line, above any comment attached to write()'s first statement."""
     first = _first_statement(write)
+    assert first is not None, "write() has a statement to guard"  # both callers check it
     indent = _indent_of(parsed, first)
     text = "".join(f"{indent}{line}\n" for line in lines)
     if ast.dump(first) == ast.dump(ast.parse(_said(raw)).body[0]):
-        at = parsed.line_end(first.end_lineno)
+        at = parsed.line_end(_end_line(first))
         return _Edit(at, at, text)
     at = parsed.line_starts[_comment_start(parsed, first) - 1]
     return _Edit(at, at, f"{indent}{_said(raw)}\n" + text)
@@ -54,14 +58,14 @@ def _constant_insertion(parsed: _Source, text: str) -> _Edit:
     """Insert a new constant after the last numeric module constant (with the other knobs), else before the first class."""
     constants = [stmt for stmt in parsed.tree.body if _constant_target(stmt)]
     if constants:
-        at = parsed.line_end(constants[-1].end_lineno)
+        at = parsed.line_end(_end_line(constants[-1]))
         return _Edit(at, at, text)
     first_class = next(s for s in parsed.tree.body if isinstance(s, ast.ClassDef))
     at = parsed.block_span(first_class)[0]
     return _Edit(at, at, text + "\n\n")
 
 
-def _short_turn_filter(parsed: _Source, write: ast.FunctionDef, raw: str) -> tuple[list[_Edit], str] | None:
+def _short_turn_filter(parsed: _Source, write: _Function, raw: str) -> tuple[list[_Edit], str] | None:
     """Skip turns of fewer than MIN_WRITE_WORDS words said (what follows the "Name: " label, if any)."""
     if MIN_WRITE_WORDS_NAME in _bindings(parsed.tree):
         return None
@@ -83,11 +87,11 @@ def _short_turn_filter(parsed: _Source, write: ast.FunctionDef, raw: str) -> tup
     return [_constant_insertion(parsed, constant), guard], description
 
 
-def _repeat_filter(parsed: _Source, cls: ast.ClassDef, write: ast.FunctionDef, raw: str) -> tuple[list[_Edit], str] | None:
+def _repeat_filter(parsed: _Source, cls: ast.ClassDef, write: _Function, raw: str) -> tuple[list[_Edit], str] | None:
     """Skip turns whose words (case and spacing aside) were stored before, in a set on the instance."""
     init = _methods(cls).get("__init__")
     first_init = _first_statement(init) if init else None
-    if first_init is None or SEEN_ATTRIBUTE in _class_attributes(cls):
+    if init is None or first_init is None or SEEN_ATTRIBUTE in _class_attributes(cls):
         return None
     me = (write.args.posonlyargs + write.args.args)[0].arg
     key = '" ".join(said.lower().split())'
@@ -130,7 +134,7 @@ def filter_writes(source: str, rng: random.Random, *, avoid: Collection[str] = (
     cls = _module_class(parsed.tree, LOGIC_CLASS)
     write = _methods(cls).get("write") if cls else None
     params = (write.args.posonlyargs + write.args.args) if write else []
-    if write is None or len(params) < 3 or _first_statement(write) is None or not _stores_something(write):
+    if cls is None or write is None or len(params) < 3 or _first_statement(write) is None or not _stores_something(write):
         raise NoMutation("write() stores nothing a filter could skip")
     if _GUARD_LOCALS & set(_bindings(parsed.tree)):
         raise NoMutation("the program defines a module-level name the filters use as a local")
@@ -148,7 +152,7 @@ def filter_writes(source: str, rng: random.Random, *, avoid: Collection[str] = (
 _ORDER_BY = re.compile(r"(ORDER\s+BY\s+[A-Za-z_][\w.]*)(\s+(?:ASC|DESC))?", re.IGNORECASE)
 
 
-def _list_order_flips(parsed: _Source, write: ast.FunctionDef) -> list[tuple[_Edit, str]]:
+def _list_order_flips(parsed: _Source, write: _Function) -> list[tuple[_Edit, str]]:
     """``self.xs.append(v)`` <-> ``self.xs.insert(0, v)`` in write(): newest first, or oldest first."""
     me = (write.args.posonlyargs + write.args.args)[0].arg
     flips = []
@@ -176,7 +180,7 @@ def _is_zero(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value == 0 and type(node.value) is int
 
 
-def _sql_order_flips(parsed: _Source, read: ast.FunctionDef) -> list[tuple[_Edit, str]]:
+def _sql_order_flips(parsed: _Source, read: _Function) -> list[tuple[_Edit, str]]:
     """``ORDER BY col`` <-> ``ORDER BY col DESC`` in read()'s SQL, edited in the literal's own text."""
     flips = []
     for node in ast.walk(read):
@@ -194,7 +198,7 @@ def _sql_order_flips(parsed: _Source, read: ast.FunctionDef) -> list[tuple[_Edit
     return flips
 
 
-def _sort_tie_flips(parsed: _Source, read: ast.FunctionDef) -> list[tuple[_Edit, str]]:
+def _sort_tie_flips(parsed: _Source, read: _Function) -> list[tuple[_Edit, str]]:
     """``sorted(xs, key=...)`` <-> ``sorted(reversed(xs), key=...)`` in read(): which entry wins a ranking tie."""
     flips = []
     for node in ast.walk(read):
@@ -214,7 +218,7 @@ def _sort_tie_flips(parsed: _Source, read: ast.FunctionDef) -> list[tuple[_Edit,
     return flips
 
 
-def _is_call_to(node: ast.AST, name: str) -> bool:
+def _is_call_to(node: ast.AST, name: str) -> TypeGuard[ast.Call]:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name and len(node.args) == 1
 
 

@@ -21,6 +21,8 @@ from mstar_ray.search.loop.policy import (
 )
 from mstar_ray.llm.errors import BudgetExceeded
 from mstar_ray.search.jobs import EvalOutcome, Purpose
+from mstar_ray.search.jobs import EvalJob
+from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.search.population import Member
 from mstar_ray.search.selection import Confirmation, Selection
 from mstar_ray.search.work import Crashed, Raised, Work
@@ -94,15 +96,17 @@ class Endgame:
         feedback gets it on the static questions first (``EvalJobs.after_search``); those answers are neither
         scored nor logged here. Returns the outcomes and, by member, why one has none or broke the contract."""
         jobs = self.policy.jobs
-        waiting = collections.deque(Work("evaluate", jobs.after_search(m.id, m.source, purpose, question_ids, texts),
-                                         m) for m in members)
+        waiting: collections.deque[Work[EvalJob | ReflectionRequest]] = collections.deque(
+            Work("evaluate", jobs.after_search(m.id, m.source, purpose, question_ids, texts), m) for m in members)
         outcomes: dict[str, EvalOutcome] = {}
         failures: dict[str, str] = {}
         while waiting or pool.busy():
             while waiting and pool.idle("evaluate"):
                 pool.submit(waiting.popleft())
             for done in pool.next_finished(WAIT_S):
-                member: Member = done.work.tag
+                member = done.work.tag
+                if not isinstance(member, Member):  # each evaluation here is tagged with its member (above)
+                    raise TypeError(f"the end of the run got back work it never hands out: {done!r}")
                 if isinstance(done, Crashed):
                     self.crashes[member.id, purpose] += 1
                     crashes = self.crashes[member.id, purpose]
@@ -115,8 +119,10 @@ class Endgame:
                 elif isinstance(done, Raised):
                     failures[member.id] = self._raised(member.id, purpose, done.error)
                 else:
-                    job = done.work.payload
-                    outcome = done.value.model_copy(update={"report": done.value.report.without(job.feedback_ids)})
+                    job, value = done.work.payload, done.value
+                    if not isinstance(job, EvalJob) or not isinstance(value, EvalOutcome):
+                        raise TypeError(f"the end of the run got back work it never hands out: {done!r}")
+                    outcome = value.model_copy(update={"report": value.report.without(job.feedback_ids)})
                     outcomes[member.id] = outcome
                     split = "test" if purpose == "test" else "confirmation"
                     self.observer.side_evaluated(member, outcome, {q: split for q in question_ids})
@@ -157,6 +163,7 @@ class Endgame:
         questions = self.policy.plan.split.confirmation
         if contender is None or contender.verdict == "replaces" or not questions:
             return None
+        assert incumbent.best is not None, "a contender is set against a best"  # contender() is None without one
         pair = [incumbent.best, self.policy.state.population.get(contender.challenger)]
         self.observer.phase("confirming", self.policy.state)
         self.observer.say(f"confirming: {pair[1].id} scored {contender.lead:+.3f} above the best {pair[0].id}, "

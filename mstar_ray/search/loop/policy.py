@@ -18,6 +18,7 @@ import heapq
 import random
 import time
 from collections.abc import Callable
+from typing import NoReturn
 from typing import Protocol
 
 from mstar_ray.exit_codes import InfrastructureError, InputError
@@ -48,12 +49,20 @@ from mstar_ray.tasks.model import Task
 
 # The seam with the pool: what a worker is called with, and what it returns (mstar_ray.search.work).
 SearchPool = Pool[EvalJob | ReflectionRequest, EvalOutcome | ReflectionOutcome]
+# A piece of the search's work: an evaluation (tagged with its Candidate) or a reflection (tagged with the
+# FixRound a runtime fix stands on, or None); and what comes back for it.
+SearchWork = Work[EvalJob | ReflectionRequest]
+SearchDone = Done[EvalJob | ReflectionRequest, EvalOutcome | ReflectionOutcome]
 
 MAX_DONORS = 6
 # An evaluator that dies this many times on one candidate (each time after Ray's own restarts) does not get
 # it again: the candidate is recorded as failed, here and on a resume.
 MAX_CRASHES_PER_CANDIDATE = 2
 WAIT_S = 1.0  # how long the loop waits for a result before it looks around (the live line, live.json)
+
+
+def _not_handed_out(done: object) -> NoReturn:
+    raise TypeError(f"the search policy got back work it never hands out: {done!r}")
 
 
 class FatalRunError(RuntimeError):
@@ -127,10 +136,10 @@ class SearchPolicy:
         # yet started (each with where its fix will stand), open reflections a resume makes again, work whose
         # worker died (to a replacement), and work handed out.
         self.waiting: collections.deque[Candidate] = collections.deque()
-        self.fixes: collections.deque[Work] = collections.deque()
+        self.fixes: collections.deque[Work[ReflectionRequest]] = collections.deque()
         self.reissue: collections.deque[int] = collections.deque()
-        self.retry: collections.deque[Work] = collections.deque()
-        self.flying: list[Work] = []
+        self.retry: collections.deque[SearchWork] = collections.deque()
+        self.flying: list[SearchWork] = []
         self.started = time.monotonic()
         self.steering = Steering(config)  # each reflection's model and instruction (search.loop.steering)
 
@@ -185,11 +194,11 @@ class SearchPolicy:
                 self.accept(done)
             between()
 
-    def next_work(self, idle_evaluators: int, idle_reflectors: int) -> list[Work]:
+    def next_work(self, idle_evaluators: int, idle_reflectors: int) -> list[SearchWork]:
         """Work for the idle workers, in the order to hand it out; each is in flight until ``accept``."""
-        issued: list[Work] = []
+        issued: list[SearchWork] = []
 
-        def issue(work: Work) -> None:
+        def issue(work: SearchWork) -> None:
             issued.append(work)
             self.flying.append(work)  # counted at once: the next request's budget check sees it
 
@@ -199,14 +208,14 @@ class SearchPolicy:
                 issue(work)
                 idle -= 1
             while idle:
-                work = self._next_evaluation() if kind == "evaluate" else self._next_reflection()
-                if work is None:
+                new = self._next_evaluation() if kind == "evaluate" else self._next_reflection()
+                if new is None:
                     break
-                issue(work)
+                issue(new)
                 idle -= 1
         return issued
 
-    def _next_evaluation(self) -> Work | None:
+    def _next_evaluation(self) -> SearchWork | None:
         if not self.waiting:
             return None
         candidate = self.waiting.popleft()
@@ -221,9 +230,10 @@ class SearchPolicy:
                               f"evaluation: {len(written)} texts written ({extra} for the rotating evidence)")
         return Work("evaluate", self.jobs.search(candidate.id, candidate.source, candidate.iteration), candidate)
 
-    def _next_reflection(self) -> Work | None:
+    def _next_reflection(self) -> SearchWork | None:
         """A runtime fix first (its tag says where the fix will stand), then a reflection a resume re-issues,
         then a new one, each while the budgets allow it."""
+        work: Work[ReflectionRequest]
         if self.fixes and self._budget_left():
             work = self.fixes.popleft()
         elif self.reissue:
@@ -235,11 +245,15 @@ class SearchPolicy:
         self._act(self.steering.started(work.payload, self.state))
         return work
 
-    def _in_flight(self, kind: str) -> list[Work]:
+    def _in_flight(self, kind: str) -> list[SearchWork]:
         return [work for work in [*self.flying, *self.retry] if work.kind == kind]
 
+    def _evaluating(self) -> list[Candidate]:
+        """The candidates of the evaluations in flight: each evaluation's tag (``_next_evaluation``)."""
+        return [work.tag for work in self._in_flight("evaluate") if isinstance(work.tag, Candidate)]
+
     def _children_pending(self) -> int:
-        return len(self.waiting) + sum(1 for work in self._in_flight("evaluate") if work.tag.origin != "seed")
+        return len(self.waiting) + sum(1 for candidate in self._evaluating() if candidate.origin != "seed")
 
     def _budget_left(self) -> bool:
         count = SearchCount(committed=self.state.evaluated + self._children_pending() + len(self._in_flight("reflect")),
@@ -249,7 +263,7 @@ class SearchPolicy:
     def _may_reflect(self) -> bool:
         """A new reflection starts once every seed is scored, while fewer children wait than there are evaluators
         and the budgets allow it."""
-        seeds_pending = any(work.tag.origin == "seed" for work in self._in_flight("evaluate"))
+        seeds_pending = any(candidate.origin == "seed" for candidate in self._evaluating())
         if seeds_pending or any(c.origin == "seed" for c in self.waiting) or not len(self.state.population):
             return False
         return self._children_pending() < max(1, self.evaluators) and self._budget_left()
@@ -283,15 +297,17 @@ class SearchPolicy:
 
     # -------------------------------------------------------------------------------------- results
 
-    def accept(self, done: Done) -> None:
+    def accept(self, done: SearchDone) -> None:
         """What finished: a result, a worker that died under its work, or a worker that raised."""
         self.flying.remove(done.work)
         match done:
-            case Finished(work=Work(kind="evaluate", tag=candidate), value=outcome) if outcome.purpose == "screen":
+            case Finished(work=Work(kind="evaluate", tag=Candidate() as candidate),
+                          value=EvalOutcome() as outcome) if outcome.purpose == "screen":
                 self._screened(candidate, outcome)
-            case Finished(work=Work(kind="evaluate", tag=candidate), value=outcome):
+            case Finished(work=Work(kind="evaluate", tag=Candidate() as candidate), value=EvalOutcome() as outcome):
                 self._evaluated(candidate, outcome)
-            case Finished(work=Work(kind="reflect", payload=request, tag=fix), value=reflection):
+            case Finished(work=Work(kind="reflect", payload=ReflectionRequest() as request,
+                                    tag=FixRound() | None as fix), value=ReflectionOutcome() as reflection):
                 self.observer.reflected(request, reflection)
                 if (rewritten := self.steering.finished(request, reflection, self.state)) is not None:
                     self._act(rewritten)
@@ -300,10 +316,12 @@ class SearchPolicy:
                 self._crashed(done)
             case Raised():
                 self._raised(done)
+            case _:
+                _not_handed_out(done)
 
-    def _crashed(self, done: Crashed) -> None:
+    def _crashed(self, done: Crashed[EvalJob | ReflectionRequest]) -> None:
         work = done.work
-        candidate = work.tag if work.kind == "evaluate" else None
+        candidate = work.tag if work.kind == "evaluate" and isinstance(work.tag, Candidate) else None
         what = "evaluation" if work.kind == "evaluate" else "reflection"
         self.observer.say(f"a {what} worker died ({done.error[:200]}); replacing it and re-issuing its work")
         self._act(Retried(candidate=candidate.id if candidate else None, work=what, error=done.error[:2000]))
@@ -312,7 +330,7 @@ class SearchPolicy:
         else:
             self.retry.append(work)
 
-    def _raised(self, done: Raised) -> None:
+    def _raised(self, done: Raised[EvalJob | ReflectionRequest]) -> None:
         """A budget spent stops the run; an infrastructure error ends it; any other error is the failure of that
         one candidate (or reflection), and the search goes on."""
         cause = done.error
@@ -323,12 +341,15 @@ class SearchPolicy:
         if infrastructure_failure(cause):
             raise FatalRunError(str(cause)) from None
         error = f"{type(cause).__name__}: {cause}"
-        if done.work.kind == "evaluate":
-            self._failed(done.work.tag, f"its evaluation raised {error}")
-        else:
-            request = done.work.payload
-            self._reflected(request, Discard(parent=request.parent_id, reason=f"the reflection raised {error}"[:2000],
-                                             attempts=0, errors=[]), done.work.tag)
+        match done.work:
+            case Work(kind="evaluate", tag=Candidate() as candidate):
+                self._failed(candidate, f"its evaluation raised {error}")
+            case Work(payload=ReflectionRequest() as request, tag=FixRound() | None as fix):
+                self._reflected(request, Discard(parent=request.parent_id,
+                                                 reason=f"the reflection raised {error}"[:2000], attempts=0, errors=[]),
+                                fix)
+            case _:
+                _not_handed_out(done)
 
     def _failed(self, candidate: Candidate, error: str) -> None:
         """Recorded as this candidate's failure; counted like an evaluation, so budgets still move on."""
@@ -338,6 +359,7 @@ class SearchPolicy:
     def _violated(self, candidate: Candidate, evaluation: EvaluationRecord) -> None:
         report = evaluation.outcome.report
         v = report.violation
+        assert v is not None, "only a report with a violation is recorded as one"  # both callers check it
         self.observer.say(f"{candidate.id} broke the contract during {v.phase}: [{v.kind}] {v.message[:200]}")
         self._act(Violated(candidate=candidate, kind=v.kind), node_id=evaluation.outcome.node_id, evaluation=evaluation)
         if candidate.origin != "seed":
@@ -352,8 +374,10 @@ class SearchPolicy:
             self._violated(candidate, evaluation)
             return
         scores = self.state.screen_scores
+        assert self.cascade is not None, "a program is screened only under a cascade"  # _next_evaluation
         bar = None if candidate.origin == "seed" else self.cascade.bar(
-            scores.get(candidate.parent), [scores[m.id] for m in self.state.members if m.id in scores])
+            scores.get(candidate.parent) if candidate.parent is not None else None,
+            [scores[m.id] for m in self.state.members if m.id in scores])
         passed = passes(outcome.static_score, bar)
         self._act(Screened(candidate=candidate, score=outcome.static_score, bar=bar, passed=passed),
                   node_id=outcome.node_id, evaluation=evaluation)
@@ -389,8 +413,10 @@ class SearchPolicy:
         cfg = self.config.search
         if not cfg.runtime_fix or candidate.fix_round >= cfg.max_repairs or not reflector_class(cfg.reflector).fixes_runtime:
             return
+        assert candidate.parent is not None, "only a child is fixed, never a seed"  # _violated checks its origin
         parent = self.state.population.get(candidate.parent)
         v = report.violation
+        assert v is not None, "only a report with a violation is fixed"  # _violated's
         request = ReflectionRequest(
             kind="runtime_fix", task_brief=self.task_brief, parent_id=candidate.id, parent_source=candidate.source,
             parent_score=0.0, violation=fix_report(v, candidate.source),
