@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import threading
 import warnings
+from typing import Literal, overload
 from dataclasses import dataclass
 
 from mstar_ray.program_schema import FieldSpec, ProgramSchema
@@ -315,6 +316,10 @@ class TreeTooLarge(ValueError):
     """A syntax tree beyond ``MAX_TREE_NODES`` or ``MAX_TREE_DEPTH``."""
 
 
+@overload
+def bounded_parse(source: str, mode: Literal["exec"] = "exec") -> ast.Module: ...
+@overload
+def bounded_parse(source: str, mode: Literal["eval"]) -> ast.Expression: ...
 def bounded_parse(source: str, mode: str = "exec") -> ast.AST:
     """``ast.parse`` that raises only ``SyntaxError`` (for anything the parser refuses, null bytes and the
     parser's own recursion limit included) or ``TreeTooLarge``: every later walk of the tree is bounded."""
@@ -330,6 +335,7 @@ def bounded_parse(source: str, mode: str = "exec") -> ast.AST:
             raise
         what = "null bytes" if isinstance(exc, ValueError) else "nesting or size beyond the parser's limits"
         raise SyntaxError(f"the parser refused it: {what} ({type(exc).__name__})") from None
+    stack: list[tuple[ast.AST, int]]
     nodes, deepest, stack = 0, 0, [(tree, 1)]
     while stack:
         node, level = stack.pop()

@@ -45,16 +45,21 @@ class _OverBudget(Exception):
     pass
 
 
-class _BudgetedMatcher(difflib.SequenceMatcher):
+class _BudgetedMatcher(difflib.SequenceMatcher[str]):
     """difflib's matcher, charged before each longest-match search: that search visits, for each line of its range
     of ``a``, the line's matches in ``b`` (at most all of them), then extends the match it found within the ranges."""
+
+    # set by SequenceMatcher.set_seqs, left out of the stdlib stubs
+    a: Sequence[str]
+    b: Sequence[str]
+    b2j: dict[str, list[int]]
 
     def __init__(self, a: Sequence[str], b: Sequence[str], budget: int, autojunk: bool):
         self.steps, self._budget = 0, budget
         super().__init__(None, a, b, autojunk=autojunk)
         self._matches_before = list(itertools.accumulate((len(self.b2j.get(line, ())) for line in a), initial=0))
 
-    def find_longest_match(self, alo=0, ahi=None, blo=0, bhi=None):
+    def find_longest_match(self, alo: int = 0, ahi: int | None = None, blo: int = 0, bhi: int | None = None) -> difflib.Match:
         ahi = len(self.a) if ahi is None else ahi
         bhi = len(self.b) if bhi is None else bhi
         # the search's loop runs once per line of a and once per match of it; its extensions grow the match found,

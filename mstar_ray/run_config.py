@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Literal
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -22,6 +23,11 @@ from mstar_ray.serve.config import ServeConfig
 from mstar_ray.tasks.adapter import AdapterError, AdapterTask, resolve_file
 from mstar_ray.families.task_options import SyntheticOptions
 from mstar_ray.families.task_registry import TaskConfig
+
+if TYPE_CHECKING:  # the kinds are the registry's keys: a Literal of them exists only at run time, where pydantic checks it
+    ReflectorName = str
+else:
+    ReflectorName = Literal[REFLECTOR_NAMES]
 
 
 class _Section(BaseModel):
@@ -94,8 +100,8 @@ class SearchConfig(_Section):
     max_repairs: int = Field(3, ge=0, description="repair rounds for a child that fails its checks or smoke test, "
                              "then it is discarded")
     runtime_fix: bool = Field(True, description="send a child that broke the contract at run time back for a fix")
-    reflector: Literal[REFLECTOR_NAMES] = Field("offline", description=reflectors.describe())
-    ensemble: dict[Literal[REFLECTOR_NAMES], Annotated[float, Field(ge=0)]] | None = Field(
+    reflector: ReflectorName = Field("offline", description=reflectors.describe())
+    ensemble: dict[ReflectorName, Annotated[float, Field(ge=0)]] | None = Field(
         None, description="offline stand-ins as an ensemble's arms: reflector kinds that need no model (e.g. offline, "
         "offline-random), each with a nominal price in USD per reflection; each reflection picks one by the bandit "
         "that picks among llm.reflector's models (improvement per dollar); search.reflector must be one of them "
@@ -161,7 +167,7 @@ class RunConfig(_Section):
             return list(self.search.ensemble)
         if not reflectors.reflector_class(self.search.reflector).needs_model:
             return []
-        models = [c.model for c in self.llm.reflectors()]
+        models = [c.model for c in self.llm.reflectors() if c.model is not None]  # the config requires each
         return models if len(models) > 1 else []
 
     @model_validator(mode="after")

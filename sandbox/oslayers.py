@@ -124,7 +124,7 @@ _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
 
 
 def _landlock_abi() -> int:
-    abi = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, 0, _LANDLOCK_CREATE_RULESET_VERSION)
+    abi: int = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, 0, _LANDLOCK_CREATE_RULESET_VERSION)
     if abi < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"Landlock unavailable: {os.strerror(err)}")

@@ -23,10 +23,14 @@ import time
 import traceback
 import types
 from typing import Any
+from typing import TYPE_CHECKING
 
 from . import guard, namespaces, oslayers, seccomp, wire
 from .libc import libc
 from .toolkit import Toolkit
+
+if TYPE_CHECKING:  # annotations only: the jail side imports no more than it runs with
+    from collections.abc import Callable
 
 PROGRAM_FILENAME = "program.py"
 THREAD_GRACE_S = 0.25
@@ -79,7 +83,7 @@ class Session:
                 raise
 
         _thread.start_new_thread = start_new_thread
-        threading._start_new_thread = start_new_thread
+        threading._start_new_thread = start_new_thread  # type: ignore[attr-defined]  # private: not in the stdlib stubs
 
     # -- channel ---------------------------------------------------------------------------------
 
@@ -105,15 +109,18 @@ class Session:
     def _handle(self, message: dict[str, Any]) -> dict[str, Any]:
         op = message.get("op")
         threads_before = _thread._count()
+        value: dict[str, Any] | str | None
         try:
             if op == "load":
                 value = self.load(message["source"])
             elif op == "write":
-                value = self.write(message["item"], message["raw_text"])
+                self.write(message["item"], message["raw_text"])
+                value = None
             elif op == "read":
                 value = self.read(message["query"])
             elif op == "feedback":
-                value = self.feedback(message["query"], message["score"])
+                self.feedback(message["query"], message["score"])
+                value = None
             else:
                 return {"op": "done", "ok": False, "kind": "protocol", "message": f"unknown op {op!r}"}
         except MemoryError:
@@ -266,6 +273,7 @@ def serve(channel_fd: int, request: dict[str, Any], workdir: str, isolated: bool
     session.guarded = "python-guards" not in disable
     session.watch_task_cap(limits["max_tasks"])
     lock = guard.install_audit_hook(workdir, session.report_violation) if session.guarded else None
+    apply: Callable[[], str]
     for name, apply in (("landlock", lambda: oslayers.restrict_filesystem(workdir, guard.readable_roots())),
                         ("seccomp", seccomp.install)):
         if name in disable:

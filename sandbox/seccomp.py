@@ -20,7 +20,7 @@ import struct
 
 from .libc import check, libc
 from .namespaces import EVERY_NAMESPACE
-from .syscalls import NUMBERS
+from .syscalls import NUMBERS as NUMBERS  # re-exported: the zygote asks whether this machine has a filter
 
 # Hot calls first: the filter is a linear scan (the kernel caches argument-free verdicts anyway).
 ALLOWED = (
@@ -102,7 +102,7 @@ class _Program:
     or an unconditional jump), so no 8-bit offset can overflow however long the lists grow."""
 
     def __init__(self) -> None:
-        self.code: list[tuple[int, int, int, object]] = []
+        self.code: list[tuple[int, int, int, int | str]] = []  # k: a value, or a label to jump to
         self.labels: dict[str, int] = {}
 
     def load(self, offset: int) -> None:
@@ -116,7 +116,12 @@ class _Program:
 
     def if_equal(self, value: int, then_ret: int | None = None, then_jump: str | None = None) -> None:
         self.code.append((JEQ, 0, 1, value))
-        self.ret(then_ret) if then_jump is None else self.jump(then_jump)
+        if then_jump is not None:
+            self.jump(then_jump)
+        elif then_ret is not None:
+            self.ret(then_ret)
+        else:
+            raise ValueError("if_equal needs then_ret or then_jump")
 
     def if_any_bit(self, mask: int, then_ret: int) -> None:
         self.code.append((JSET, 0, 1, mask))

@@ -46,13 +46,13 @@ class Logger:
 def _host_embedding_function(ask: Ask) -> Any:
     import chromadb
 
-    class HostEmbeddingFunction(chromadb.EmbeddingFunction):
+    class HostEmbeddingFunction(chromadb.EmbeddingFunction[list[str]]):
         """Embeds by asking the host; ChromaDB's own default would try to download a model."""
 
         def __init__(self) -> None:
             pass
 
-        def __call__(self, input: list[str]) -> list[list[float]]:
+        def __call__(self, input: list[str]) -> list[list[float]]:  # type: ignore[override]  # chromadb takes plain lists too; its annotation says numpy arrays
             texts = [str(text) for text in input]
             vectors: list[list[float]] = []
             for start in range(0, len(texts), wire.EMBED_TEXTS_PER_REQUEST):

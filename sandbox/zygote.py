@@ -46,7 +46,7 @@ def _preload() -> None:
         seccomp.packed_filter(platform.machine(), 1)  # a candidate is PID 1 of its own namespace
 
 
-def _keeper(request: dict, channel_fd: int, workdir: str, settings: dict, baseline: dict) -> int:
+def _keeper(request: dict[str, Any], channel_fd: int, workdir: str, settings: dict[str, Any], baseline: dict[str, Any]) -> int:
     """The zygote's child: give the candidate its namespaces, fork it, outlive it, report how it ended."""
     oslayers.die_with_parent()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -97,7 +97,7 @@ class Zygote:
         changed = [key for key in self.baseline if now[key] != self.baseline[key]]
         return None if not changed else f"the fork server's {', '.join(changed)} changed since it started: {now}"
 
-    def spawn(self, request: dict, channel_fd: int) -> dict:
+    def spawn(self, request: dict[str, Any], channel_fd: int) -> dict[str, Any]:
         problem = self.poisoned()
         if problem is not None:
             os.close(channel_fd)
@@ -117,7 +117,7 @@ class Zygote:
         self.children[pid] = workdir
         return {"op": "spawned", "pid": pid}
 
-    def reap(self, pid: int) -> dict:
+    def reap(self, pid: int) -> dict[str, Any]:
         if pid not in self.children:
             return {"op": "error", "error": f"no candidate {pid}"}
         _, status = os.waitpid(pid, 0)
@@ -128,7 +128,7 @@ class Zygote:
             return {"op": "reaped", "pid": pid, "signal": os.WTERMSIG(status)}
         return {"op": "reaped", "pid": pid, "exitcode": os.waitstatus_to_exitcode(status)}
 
-    def kill(self, pid: int) -> dict:
+    def kill(self, pid: int) -> dict[str, Any]:
         if pid in self.children:  # never a pid already reaped, which the kernel may have reused
             os.kill(pid, signal.SIGKILL)
         return {"op": "killed", "pid": pid}

@@ -19,12 +19,14 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from mstar_ray.results import SERIAL, EvalConcurrency
 
 __all__ = ["SERIAL", "EvalConcurrency", "TurnsStopped", "Turns", "as_done", "executor", "in_order"]
 T = TypeVar("T")
+Input = TypeVar("Input")
 
 
 class TurnsStopped(Exception):
@@ -92,8 +94,8 @@ def executor(slots: int, name: str) -> concurrent.futures.Executor:
     return _Inline() if slots <= 1 else _Pool(max_workers=slots, thread_name_prefix=name)
 
 
-def in_order(pool: concurrent.futures.Executor, step: Callable[[Any], T], inputs: list[Any],
-             window: int) -> Any:
+def in_order(pool: concurrent.futures.Executor, step: Callable[[Input], T], inputs: list[Input],
+             window: int) -> Iterator[T]:
     """``step(x)`` for each input, at most ``window`` of them started ahead of the one consumed, yielded in
     input order (each as soon as it and those before it are back): the write phase's extraction pipeline.
     A consumer that stops early leaves the rest unsubmitted."""
@@ -105,11 +107,11 @@ def in_order(pool: concurrent.futures.Executor, step: Callable[[Any], T], inputs
         yield futures.pop(index).result()
 
 
-def as_done(pool: concurrent.futures.Executor, step: Callable[[Any], T], inputs: list[Any], window: int,
-            go_on: Callable[[], bool]) -> Any:
+def as_done(pool: concurrent.futures.Executor, step: Callable[[Input], T], inputs: list[Input], window: int,
+            go_on: Callable[[], bool]) -> Iterator[tuple[Input, concurrent.futures.Future[T]]]:
     """``(input, future)`` for each input as its step finishes, at most ``window`` in flight; no new step
     starts once ``go_on()`` is false."""
-    pending: dict[concurrent.futures.Future[T], Any] = {}
+    pending: dict[concurrent.futures.Future[T], Input] = {}
     queue = list(inputs)
     while queue or pending:
         while queue and len(pending) < max(1, window) and go_on():

@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import time
 from collections.abc import Collection
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mstar_ray.agent.attribution import attribute as attribute_failures
@@ -44,6 +45,7 @@ from mstar_ray.results import (
 )
 from mstar_ray.sandbox_host.process import Outcome, Sandbox, SandboxLimits
 from mstar_ray.tasks.model import Item, Task
+from mstar_ray.tasks.model import RawText
 
 if TYPE_CHECKING:
     from mstar_ray.llm.client import LLMClient
@@ -139,7 +141,7 @@ class _Evaluation:
         texts = self.task.texts
         started = time.monotonic()
 
-        def extract(text):
+        def extract(text: RawText) -> dict[str, Any]:
             return self.backend.extract_item(constants["INSTRUCTION_KNOWLEDGE_ITEM"], schema.knowledge_item, text.text)
 
         with executor(self.concurrency.in_flight, "extract") as pool:
@@ -183,7 +185,7 @@ class _Evaluation:
                 self.results[index].query, self.results[index].seconds = exc.query, exc.outcome.seconds
                 self.violation = _violation("read", exc.outcome)
                 return
-            if result.error is None:
+            if result.error is None and result.query is not None:  # no read, nothing to teach
                 outcome = sandbox.feedback(result.query, result.score)
                 self.calls["feedback"] += 1
                 self.calls["toolkit_llm"] += outcome.llm_calls
@@ -204,7 +206,7 @@ class _Evaluation:
         if overlap.helper_process:
             slots = min(slots, self.concurrency.episodes)
         turns = Turns()
-        counts = {index: collections.Counter() for index in order}  # each item's own: merged below, in item order
+        counts: dict[int, collections.Counter[str]] = {index: collections.Counter() for index in order}  # each item's own: merged below, in item order
 
         def run_item(turn_index: tuple[int, int]) -> ItemResult:
             turn, index = turn_index
@@ -245,10 +247,10 @@ class _Evaluation:
             if turn <= last:
                 self.calls.update(counts[index])
         if violated is not None:
-            turn, exc = violated
+            turn, violation = violated
             index = order[turn]
-            self.results[index].query, self.results[index].seconds = exc.query, exc.outcome.seconds
-            self.violation = _violation("read", exc.outcome)
+            self.results[index].query, self.results[index].seconds = violation.query, violation.outcome.seconds
+            self.violation = _violation("read", violation.outcome)
 
     def attribution_phase(self, memory: _SandboxMemory) -> None:
         self.calls["oracle_read"] += 0  # reported even when no failure needed one
@@ -309,12 +311,18 @@ def evaluate(
                       set(feedback_ids) if info.has_feedback else set(), progress or (lambda _: None),
                       concurrency or (EvalConcurrency() if backend.waits else SERIAL))
     memory: _SandboxMemory | None = None
-    with Sandbox(source, limits=limits, llm=lambda messages: memory.toolkit(messages, budget), embed=embed) as sandbox:
+
+    def toolkit(messages: list[dict[str, str]]) -> str:
+        assert memory is not None  # set before the program is started, so before it can call the toolkit
+        return memory.toolkit(messages, budget)
+
+    with Sandbox(source, limits=limits, llm=toolkit, embed=embed) as sandbox:
         memory = _SandboxMemory(sandbox, backend, info.constants["INSTRUCTION_QUERY"], info, run.calls)
         outcome = sandbox.start()
         if not outcome.ok:
             run.violation = _violation("load", outcome)
         run.progress(run.state)
+        phase: Callable[[], None]
         for name, phase in (("write", lambda: run.write_phase(sandbox)), ("read", lambda: run.item_phase(sandbox, memory)),
                             *([("attribution", lambda: run.attribution_phase(memory))] if attribute else [])):
             if run.violation is None:
@@ -357,7 +365,7 @@ def evaluate(
         judged=len(judged),
         calls={**run.calls, "embedded_texts": embed.texts},
         llm=llm_usage,
-        embedding=embedder.usage().minus(embedding_before) if embedding_before is not None else None,
+        embedding=embedder.usage().minus(embedding_before) if isinstance(embedder, CachedEmbedder) and embedding_before is not None else None,
         wall_seconds=time.monotonic() - started,
         sandbox=sandbox_info,
         stages=stage_counts(results) if attribute else None,

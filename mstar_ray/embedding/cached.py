@@ -4,6 +4,7 @@ whichever worker asks, and the model only ever sees one batch of the texts nobod
 from __future__ import annotations
 
 import threading
+from typing import Protocol, cast
 
 import numpy as np
 
@@ -49,11 +50,17 @@ class CachedEmbedder:
         return [np.frombuffer(found[key], dtype=np.float32).tolist() for key in keys]
 
 
+class _PerCaller(Protocol):
+    def for_one_caller(self) -> Embedder: ...
+
+
 def one_caller(embedder: Embedder) -> Embedder:
     """``embedder`` as one caller should use it, where it has state another caller's work warms
     (``Embedder.for_one_caller``): how long its answer takes then says nothing of what others embedded."""
     # Looked up on the class: a proxy that forwards any attribute (``run_services.Remote``) has no such state.
-    return embedder.for_one_caller() if callable(getattr(type(embedder), "for_one_caller", None)) else embedder
+    if callable(getattr(type(embedder), "for_one_caller", None)):
+        return cast(_PerCaller, embedder).for_one_caller()  # its class has the method: checked just above
+    return embedder
 
 
 def candidate_embedder(embedder: Embedder, budget: CandidateBudget) -> Embedder:

@@ -86,7 +86,7 @@ class HashingEmbedder:
         on what this caller embedded before."""
         return HashingEmbedder(self.dim, own_memo=True)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[HashingEmbedder], tuple[int, bool]]:
         # A memo is process state: a copy sent elsewhere starts with an empty one of the same kind.
         return type(self), (self.dim, self._bucket is not _bucket)
 
@@ -106,7 +106,7 @@ class HashingEmbedder:
                 cols.append(col)
                 # Sublinear tf: a word said five times is not five times as informative.
                 vals.append(sign * base * (1.0 + math.log(count)))
-        flat = np.zeros(len(texts) * self.dim, dtype=np.float64)
+        flat: np.ndarray = np.zeros(len(texts) * self.dim, dtype=np.float64)
         if rows:
             index = np.asarray(rows, dtype=np.int64) * self.dim + np.asarray(cols, dtype=np.int64)
             flat = np.bincount(index, weights=np.asarray(vals), minlength=len(texts) * self.dim)
@@ -117,4 +117,5 @@ class HashingEmbedder:
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """One unit-length vector per text, in order (zeros for an empty text)."""
-        return self.embed_array(list(texts)).tolist()
+        vectors: list[list[float]] = self.embed_array(list(texts)).tolist()
+        return vectors

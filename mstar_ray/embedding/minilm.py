@@ -18,6 +18,7 @@ import struct
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +37,7 @@ _REQUIRED_FILES = (
     "1_Pooling/config.json",
 )
 
-_SAFETENSORS_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "I64": np.dtype("<i8")}
+_SAFETENSORS_DTYPES: dict[str, np.dtype[Any]] = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "I64": np.dtype("<i8")}
 
 # Padded keys get this added to their attention scores: exp() of it is exactly 0 in float32, and unlike
 # float32's minimum it cannot overflow when the row maximum is subtracted.
@@ -125,7 +126,7 @@ def _gelu_block(x: np.ndarray, out: np.ndarray, ax: np.ndarray, t: np.ndarray) -
 
 def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
     mean = x.mean(axis=-1, keepdims=True)
-    centred = x - mean
+    centred: np.ndarray = x - mean
     var = np.mean(centred * centred, axis=-1, keepdims=True)
     centred /= np.sqrt(var + np.float32(eps))
     centred *= gamma
@@ -172,7 +173,7 @@ def _f32(array: np.ndarray) -> np.ndarray:
 class _Bert:
     """The BERT encoder of sentence-transformers' ``models.Transformer`` (its pooler is unused)."""
 
-    def __init__(self, tensors: dict[str, np.ndarray], config: dict) -> None:
+    def __init__(self, tensors: dict[str, np.ndarray], config: dict[str, Any]) -> None:
         self.hidden = int(config["hidden_size"])
         self.heads = int(config["num_attention_heads"])
         self.eps = float(config["layer_norm_eps"])
@@ -334,7 +335,8 @@ class MiniLMEmbedder:
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """One unit-length vector per text, in order."""
-        return self.embed_array(texts).tolist()
+        vectors: list[list[float]] = self.embed_array(texts).tolist()
+        return vectors
 
 
 def _embed_batch(bert: _Bert, token_ids: list[list[int]]) -> np.ndarray:
@@ -348,4 +350,5 @@ def _embed_batch(bert: _Bert, token_ids: list[list[int]]) -> np.ndarray:
     hidden = bert.forward(ids, mask)
     pooled = np.einsum("bld,bl->bd", hidden, mask) / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
     norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-    return pooled / np.maximum(norms, 1e-12)
+    unit: np.ndarray = pooled / np.maximum(norms, 1e-12)
+    return unit

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Sequence
 from typing import Any
+from typing import cast
 
 import numpy as np
 import openai
@@ -119,14 +120,14 @@ class OpenAIEmbedder:
             # "float" explicitly: the client otherwise asks for base64, which some compatible servers lack.
             response = client.embeddings.create(model=self.model, input=batch, encoding_format="float")
         except openai.APIError as exc:
-            if lease is not None:
+            if lease is not None and self.gateway is not None:
                 self.gateway.release(lease)
             if isinstance(exc, openai.APIStatusError):
                 raise EmbeddingEndpointError(f"{self._where()} answered HTTP {exc.status_code}: {exc.message}") from None
             if isinstance(exc, openai.APIConnectionError):  # includes timeouts
                 raise EmbeddingEndpointError(f"{self._where()} is unreachable: {exc}") from None
             raise EmbeddingEndpointError(f"{self._where()} failed: {exc}") from None
-        if lease is not None:
+        if lease is not None and self.gateway is not None:
             tokens = getattr(getattr(response, "usage", None), "prompt_tokens", None) or 0
             call = self.gateway.settle(lease, CallLog(role="embedding", model=self.model, step="embed",
                                                       prompt_tokens=tokens, latency_s=time.monotonic() - started))
@@ -136,7 +137,8 @@ class OpenAIEmbedder:
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         # A zero vector stays zero rather than becoming NaN.
         np.divide(matrix, norms, out=matrix, where=norms > 0)
-        return matrix.tolist()
+        vectors: list[list[float]] = matrix.tolist()
+        return vectors
 
     def _check_reply(self, items: list[Any], expected: int) -> np.ndarray:
         """The reply's vectors as an (expected, dim) array in input order, or EmbeddingEndpointError."""
@@ -154,13 +156,14 @@ class OpenAIEmbedder:
                     "means the server does no pooling; for llama.cpp's Python server add "
                     "--kv_overrides <arch>.pooling_type=int:1)"
                 )
-        dims = {len(row) for row in rows}
+        checked = cast("list[list[float]]", rows)  # each row checked just above: a flat list of numbers
+        dims = {len(row) for row in checked}
         if len(dims) != 1 or (self._dim is not None and dims != {self._dim}):
             expected_dim = f"dimension {self._dim}" if self._dim is not None else "one common dimension"
             raise EmbeddingEndpointError(
                 f"{self._where()} returned vectors of dimension {sorted(dims)}, expected {expected_dim}"
             )
-        matrix = np.asarray(rows, dtype=np.float64)
+        matrix = np.asarray(checked, dtype=np.float64)
         if not np.isfinite(matrix).all():
             raise EmbeddingEndpointError(f"{self._where()} returned non-finite numbers")
         self._dim = matrix.shape[1]

@@ -27,7 +27,8 @@ def require(kind: EnvKind) -> None:
 def make(kind: EnvKind) -> Environment:
     """A fresh adapter of ``kind``, with its engine started (in the process that calls this: the worker)."""
     module, cls = _ADAPTERS[kind]
-    return getattr(import_module(module), cls)()
+    adapter: Environment = getattr(import_module(module), cls)()
+    return adapter
 
 
 __all__ = ["EnvKind", "Environment", "make", "require"]

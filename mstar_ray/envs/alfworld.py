@@ -14,6 +14,7 @@ import importlib.util
 import json
 import os
 import re
+from typing import Any
 from pathlib import Path
 
 from mstar_ray.envs.base import EnvDataMissing, EnvUnavailable, GameSpec, Observation
@@ -75,7 +76,7 @@ def fold_games(data: str | None, fold: str) -> list[str]:
 class ALFWorld:
     def __init__(self) -> None:
         require()
-        self.env = None
+        self.env: Any = None  # textworld's gym environment (no type information), made on the first reset
         self.goal = ""
         self.expert: str | None = None
 
@@ -110,7 +111,7 @@ class ALFWorld:
     def expert_action(self) -> str | None:
         return self.expert
 
-    def _observation(self, text: str, infos: dict, *, done: bool) -> Observation:
+    def _observation(self, text: str, infos: dict[str, Any], *, done: bool) -> Observation:
         won = bool(infos["won"][0])
         plan = infos.get("extra.expert_plan", [[]])[0]
         self.expert = plan[0] if plan and not (done or won) else None

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from collections.abc import Iterator
 from typing import Any, NoReturn
+from typing import IO
 
 from mstar_ray.envs import require
 from mstar_ray.envs.base import (
@@ -51,8 +52,8 @@ class EnvProcess:
     def __init__(self, kind: EnvKind, *, start_timeout_s: float = START_TIMEOUT_S):
         self.kind = kind
         self.start_timeout_s = start_timeout_s
-        self._proc: subprocess.Popen | None = None
-        self._stderr: Any = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
         self._buffer = b""
         self._answered = False  # the current process has answered once: it is past its start
         self._start_failures = 0
@@ -64,7 +65,8 @@ class EnvProcess:
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
     def games(self, game: GameSpec, timeout_s: float) -> list[str]:
-        return self._call("games", {"game": game.model_dump()}, timeout_s, "listing its games")
+        names: list[str] = self._call("games", {"game": game.model_dump()}, timeout_s, "listing its games")
+        return names
 
     def reset(self, game: GameSpec, timeout_s: float) -> Observation:
         return Observation.model_validate(self._call("reset", {"game": game.model_dump()}, timeout_s, "a reset"))
@@ -73,14 +75,16 @@ class EnvProcess:
         return Observation.model_validate(self._call("step", {"action": action}, timeout_s, f"the action {action!r}"))
 
     def expert_action(self, timeout_s: float) -> str | None:
-        return self._call("expert_action", {}, timeout_s, "the expert's next action")
+        action: str | None = self._call("expert_action", {}, timeout_s, "the expert's next action")
+        return action
 
     def close(self) -> None:
         """Let the process end by itself (stdin closed), and kill its group if it does not."""
         if self._proc is None:
             return
         try:
-            self._proc.stdin.close()
+            if self._proc.stdin is not None:
+                self._proc.stdin.close()
             self._proc.wait(timeout=CLOSE_WAIT_S)
         except (OSError, subprocess.TimeoutExpired):
             pass
@@ -118,6 +122,8 @@ class EnvProcess:
             pass
         code = proc.wait()
         for pipe in (proc.stdin, proc.stdout):
+            if pipe is None:
+                continue
             try:
                 pipe.close()
             except OSError:
@@ -134,6 +140,7 @@ class EnvProcess:
 
     def _read_line(self, timeout_s: float) -> bytes:
         end = time.monotonic() + timeout_s
+        assert self._proc is not None and self._proc.stdout is not None  # _call started it, with its pipes
         fd = self._proc.stdout.fileno()
         while b"\n" not in self._buffer:
             left = end - time.monotonic()
@@ -155,6 +162,7 @@ class EnvProcess:
                 self._kill()
             self._start()
         deadline = timeout_s if self._answered else max(timeout_s, self.start_timeout_s)
+        assert self._proc is not None and self._proc.stdin is not None  # started just above, with its pipes
         try:
             self._proc.stdin.write((json.dumps({"op": op, "args": args}) + "\n").encode())
             self._proc.stdin.flush()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from typing import Any
 import shutil
 
 from mstar_ray.envs.base import EnvUnavailable, GameSpec, Observation
@@ -83,6 +84,6 @@ class TextWorldExpress:
             return self.gold[self.taken]
         return None
 
-    def _observation(self, text: str, infos: dict, *, done: bool) -> Observation:
+    def _observation(self, text: str, infos: dict[str, Any], *, done: bool) -> Observation:
         return Observation(goal=self.goal, text=text, inventory=one_line(infos.get("inventory") or "") or None,
                            actions=sorted(infos["validActions"]), done=bool(done), won=bool(infos["tasksuccess"]))

@@ -18,9 +18,11 @@ import threading
 import time
 import traceback
 from typing import Any
+from typing import cast
 
 from mstar_ray.envs import make
 from mstar_ray.envs.base import EnvDataMissing, Environment, EnvUnavailable, GameSpec
+from mstar_ray.envs.base import EnvKind
 
 PARENT_CHECK_S = 1.0
 TRACEBACK_CHARS = 2000
@@ -42,7 +44,7 @@ class _StartFailed(Exception):
     """The engine itself did not start (a JVM that cannot initialise, say): never the request's fault."""
 
 
-def _start(kind: str) -> Environment:
+def _start(kind: EnvKind) -> Environment:
     try:
         return make(kind)
     except EnvUnavailable:
@@ -59,7 +61,7 @@ def _orphan_watch(parent: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    kind = (argv if argv is not None else sys.argv[1:])[0]
+    kind = cast(EnvKind, (argv if argv is not None else sys.argv[1:])[0])  # EnvProcess starts it with its EnvKind
     replies = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr

@@ -24,6 +24,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from pydantic import BaseModel
@@ -62,7 +63,7 @@ class Reservations:
         self._until[key] = now + ttl_s
         return True
 
-    def end(self, keys) -> None:
+    def end(self, keys: Iterable[str]) -> None:
         for key in keys:
             self._until.pop(key, None)
 
@@ -123,7 +124,8 @@ class SqliteCache:
 
     def __len__(self) -> int:
         with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+            count: int = self._db.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+            return count
 
     def close(self) -> None:
         with self._lock:

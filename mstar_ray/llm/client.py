@@ -13,6 +13,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from mstar_ray.llm.cache import CacheStore, request_key
 from mstar_ray.llm.candidate_cache import CandidateBudget
@@ -58,7 +59,9 @@ class LLMClient:
 
     @property
     def model(self) -> str:
-        return self.endpoint.config.model
+        model = self.endpoint.config.model
+        assert model is not None  # EndpointConfig's validator sets it (from served, or required with base_url)
+        return model
 
     def usage(self) -> dict[str, StepUsage]:
         with self._lock:
@@ -71,8 +74,8 @@ class LLMClient:
         return calls
 
     def complete(
-        self, messages: list[dict], *, step: str, json_mode: bool = False, max_tokens: int | None = None,
-        budget: CandidateBudget | None = None, tools: list[dict] | None = None, tool_choice: str | None = None,
+        self, messages: list[dict[str, Any]], *, step: str, json_mode: bool = False, max_tokens: int | None = None,
+        budget: CandidateBudget | None = None, tools: list[dict[str, Any]] | None = None, tool_choice: str | None = None,
     ) -> Completion:
         """``budget``: a candidate's toolkit call, cached only in that candidate's part of the cache; ``tools``:
         functions the model may call instead of answering (``Completion.tool_calls``)."""
@@ -114,7 +117,7 @@ class LLMClient:
                 self._sleep(pause)
             pause = min(2 * pause, LOOK_EVERY_S)
 
-    def _send_with_retries(self, body: dict, step: str) -> tuple[Completion, CallLog]:
+    def _send_with_retries(self, body: dict[str, Any], step: str) -> tuple[Completion, CallLog]:
         endpoint_key = self.endpoint.config.endpoint_key
         attempt = 0
         while True:

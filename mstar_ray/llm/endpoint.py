@@ -10,11 +10,15 @@ from __future__ import annotations
 import os
 import time
 from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from mstar_ray.llm.errors import EndpointError
 from mstar_ray.llm.retry import parse_retry_after
+
+if TYPE_CHECKING:  # imported where used: loading openai costs every process that never calls a model
+    import openai
 
 
 # Requests in flight to one endpoint where the config does not say: what a hosted API takes from one user
@@ -61,7 +65,7 @@ class EndpointConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _one_address(cls, data):
+    def _one_address(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
         if data.get("served") is not None:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from mstar_ray.llm.endpoint import PING_S, UNMEASURED_TIMEOUT_S, CallFailure, ChatEndpoint, EndpointConfig
+from mstar_ray.llm.endpoint import Completion
 from mstar_ray.llm.errors import EndpointError
 from mstar_ray.llm.settings import ReflectorConfig
 
@@ -84,7 +85,7 @@ def measure_speed(endpoint: ChatEndpoint, say: Say) -> Speed | None:
     return Speed(prompt_tps=prompt_tps, generation_tps=max(short.completion_tokens, 1) / generating)
 
 
-def _timed(endpoint: ChatEndpoint, prompt: str, max_tokens: int, timeout_s: float):
+def _timed(endpoint: ChatEndpoint, prompt: str, max_tokens: int, timeout_s: float) -> Completion:
     body = endpoint.payload([{"role": "user", "content": prompt}], max_tokens=max_tokens)
     body["temperature"] = 0.0
     return endpoint.send(body, timeout_s=timeout_s)

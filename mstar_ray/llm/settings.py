@@ -4,6 +4,7 @@ config. No role configured means the offline task agent (no network, no key)."""
 from __future__ import annotations
 
 from typing import Literal
+from typing import get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -12,13 +13,14 @@ from mstar_ray.llm.ledger import Budget, Price
 from mstar_ray.llm.limits import EndpointLimit
 
 ROLES = ("task", "toolkit", "reflector", "judge")
-EMBEDDER_KINDS: tuple[str, ...] = ("minilm", "openai", "hashing")  # built by actors.wiring.make_embedder
+EmbedderKind = Literal["minilm", "openai", "hashing"]  # built by actors.wiring.make_embedder
+EMBEDDER_KINDS: tuple[str, ...] = get_args(EmbedderKind)
 
 
 class EmbeddingConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal[EMBEDDER_KINDS] = Field(
+    kind: EmbedderKind = Field(
         "minilm", description="minilm: all-MiniLM-L6-v2 on this machine; openai: a /v1/embeddings endpoint; "
         "hashing: lexical feature hashing (no model)")
     base_url: str | None = Field(None, description="openai: base URL of the /v1/embeddings endpoint")
@@ -87,11 +89,11 @@ class LLMSettings(BaseModel):
         if isinstance(self.reflector, list):
             if not models:
                 raise ValueError("reflector is an empty list: give one endpoint, or several")
-            repeated = sorted({m for m in models if models.count(m) > 1})
+            repeated = sorted({m for m in models if m is not None and models.count(m) > 1})
             if repeated or None in models:
                 raise ValueError("reflector: each endpoint of the list needs a model name of its own"
                                  + (f" ({', '.join(map(str, repeated))} repeated)" if repeated else ""))
-            unpriced = [m for m in models if m not in self.prices] if len(models) > 1 else []
+            unpriced = [m for m in models if m is not None and m not in self.prices] if len(models) > 1 else []
             if unpriced:
                 raise ValueError(f"reflector lists several models, chosen by improvement per dollar, but prices has no "
                                  f"entry for {', '.join(unpriced)}")
@@ -103,7 +105,7 @@ class LLMSettings(BaseModel):
             raise ValueError("toolkit is set but task is not: the offline task agent answers toolkit calls itself")
         if self.budget.max_usd is not None:
             models = {c.model for c in self.endpoints().values()} | ({self.embedding.model} if self.embedding.remote else set())
-            unpriced = sorted(models - set(self.prices))
+            unpriced = sorted(m for m in models - set(self.prices) if m is not None)
             if unpriced:
                 raise ValueError(f"budget.max_usd is set but prices has no entry for model(s) {', '.join(unpriced)}")
         return self
@@ -130,7 +132,8 @@ class LLMSettings(BaseModel):
 
     def with_endpoints(self, configs: dict[str, EndpointConfig]) -> LLMSettings:
         """These settings with the endpoints ``configs`` names (by ``endpoints()``'s keys) replaced."""
-        update = {role: config for role, config in configs.items() if role in ROLES and role != "reflector"}
+        update: dict[str, EndpointConfig | list[EndpointConfig]] = {
+            role: config for role, config in configs.items() if role in ROLES and role != "reflector"}
         if self.reflector is not None and any(role.split(":")[0] == "reflector" for role in configs):
             listed = [configs.get(key, config) for key, config in self._configured().items()
                       if key.split(":")[0] == "reflector"]
@@ -154,7 +157,8 @@ class LLMSettings(BaseModel):
         """One limit per endpoint (server and model), the strictest any role (or the embeddings) asks for."""
         remote = [self.embedding] if self.embedding.remote else []
         merged: dict[str, EndpointLimit] = {}
-        for config in [*self.endpoints().values(), *remote]:
+        configs: list[EndpointConfig | EmbeddingConfig] = [*self.endpoints().values(), *remote]
+        for config in configs:
             limit = EndpointLimit(max_concurrency=config.max_concurrency, requests_per_minute=config.requests_per_minute)
             key = config.endpoint_key
             merged[key] = merged[key].tighter(limit) if key in merged else limit

@@ -29,14 +29,8 @@ class ReflectorSetup:
     run_dir: str | None = None  # the run directory, for a kind that reads the run (None: not reachable here)
 
 
-class Reflector(Protocol):
-    name: ClassVar[str]  # its ``search.reflector`` value
-    needs_model: ClassVar[bool]  # whether ``llm.reflector`` must be configured
-    fixes_runtime: ClassVar[bool]  # whether a child that broke the contract at run time is sent back to it
-
-    @classmethod
-    def make(cls, setup: ReflectorSetup) -> Reflector:
-        """The reflector, built in the process that runs it."""
+class Reflecting(Protocol):
+    """What answers reflection requests: one reflector, or an ensemble of them (``reflect.ensemble``)."""
 
     def reflect(self, request: ReflectionRequest, smoke: SmokeTest) -> Child | Discard:
         """A checked child of ``request``'s parent, or a discard with its reasons; never raises for a bad reply."""
@@ -44,3 +38,13 @@ class Reflector(Protocol):
     def rewrite_guidance(self, request: ReflectionRequest) -> str | None:
         """The meta-step of evolving instructions (``request.rewrite``): a new text for the worst instruction,
         written from the best; none when no usable text came back."""
+
+
+class Reflector(Reflecting, Protocol):
+    name: ClassVar[str]  # its ``search.reflector`` value
+    needs_model: ClassVar[bool]  # whether ``llm.reflector`` must be configured
+    fixes_runtime: ClassVar[bool]  # whether a child that broke the contract at run time is sent back to it
+
+    @classmethod
+    def make(cls, setup: ReflectorSetup) -> Reflecting:
+        """The reflector (or an ensemble of one per configured model), built in the process that runs it."""

@@ -88,7 +88,7 @@ def _method_example(parent: str) -> tuple[str, str] | None:
                if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name in ("read", "write")]
     if not methods:
         return None
-    method = min(methods, key=lambda m: (m.end_lineno - m.lineno, m.name))
+    method = min(methods, key=lambda m: ((m.end_lineno or m.lineno) - m.lineno, m.name))  # parsed: end_lineno is set
     first = min([method.lineno, *(d.lineno for d in method.decorator_list)])
     return method.name, dedent_block("\n".join(lines[first - 1 : method.end_lineno])).rstrip()
 
@@ -188,6 +188,7 @@ def _parses(source: str) -> bool:
 def _as_definitions(parent: str, reply: ReflectorReply) -> Edit | None:
     if not reply.code_blocks:
         return None
+    changed: set[str]
     source, message, tolerances, unchanged, changed = parent, reply.commit_message, [], [], set()
     for block in reply.code_blocks:
         merged = merge_definitions(source, block, original=parent, changed=changed)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from mstar_ray.reflect.base import Reflector
+    from mstar_ray.reflect.base import Reflecting
     from mstar_ray.reflect.reflector import Child, Discard, SmokeTest
     from mstar_ray.reflect.request import ReflectionRequest
 
@@ -91,11 +91,11 @@ class ModelEnsemble:
     stand-ins of ``search.ensemble``): the policy names the arm of each request (``choose`` picks it); a
     request naming none goes to the first."""
 
-    def __init__(self, members: dict[str, Reflector], listed_in: str = "llm.reflector"):
+    def __init__(self, members: dict[str, Reflecting], listed_in: str = "llm.reflector"):
         self.members = members
         self.listed_in = listed_in  # where the arms are configured, for the message of a dropped one
 
-    def _member(self, request: ReflectionRequest) -> Reflector | None:
+    def _member(self, request: ReflectionRequest) -> Reflecting | None:
         return self.members.get(request.model or next(iter(self.members)))
 
     def reflect(self, request: ReflectionRequest, smoke: SmokeTest) -> Child | Discard:

@@ -105,7 +105,7 @@ def merge_definitions(parent: str, code: str, *, original: str | None = None,
                         result.replaced.append(keep(owner, before))
             else:
                 (result.replaced if program.put_top(node.name, text) else result.added).append(keep(node.name, before))
-        elif (name := assigned_name(node)) is not None:
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and (name := assigned_name(node)) is not None:
             if name == "COMMIT_MESSAGE":
                 if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
                     result.commit_message = node.value.value
@@ -143,6 +143,8 @@ def _only_methods(node: ast.ClassDef) -> bool:
 
 def _is_literal(node: ast.Assign | ast.AnnAssign) -> bool:
     """A new constant, as opposed to example code such as ``kb = KnowledgeBase(toolkit)``."""
+    if node.value is None:  # ``x: int`` binds no value (literal_eval(None) raises ValueError: the same answer)
+        return False
     try:
         ast.literal_eval(node.value)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -152,7 +154,7 @@ def _is_literal(node: ast.Assign | ast.AnnAssign) -> bool:
 
 def _first_line(node: ast.stmt) -> int:
     """1-based first line, decorators included."""
-    decorators = getattr(node, "decorator_list", [])
+    decorators: list[ast.expr] = getattr(node, "decorator_list", [])
     return min([node.lineno, *(d.lineno for d in decorators)])
 
 
@@ -272,7 +274,7 @@ class _Program:
 
     def _after_imports(self) -> int:
         imports = [n for n in self._module().body if isinstance(n, (ast.Import, ast.ImportFrom))]
-        return imports[-1].end_lineno if imports else 0
+        return (imports[-1].end_lineno or 0) if imports else 0  # parsed nodes always have end_lineno
 
     def add_import(self, node: ast.Import | ast.ImportFrom, text: str) -> bool:
         present = {ast.unparse(n) for n in self._module().body if isinstance(n, (ast.Import, ast.ImportFrom))}

@@ -4,11 +4,15 @@ and, when the child fails its checks, a repair turn with the full error, at most
 from __future__ import annotations
 
 from typing import ClassVar
+from typing import Any
 
 from mstar_ray.llm.errors import RequestRefused
+from mstar_ray.llm.errors import EndpointError
+from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.settings import ReflectorConfig
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.base import ReflectorSetup
+from mstar_ray.reflect.base import Reflecting
 from mstar_ray.reflect.edit_formats import EditFormat, read_edit, resolve_format
 from mstar_ray.reflect.ensemble import ModelEnsemble
 from mstar_ray.reflect.function_edit import EditError
@@ -26,19 +30,24 @@ class LLMReflector:
     fixes_runtime: ClassVar[bool] = True
 
     @classmethod
-    def make(cls, setup: ReflectorSetup) -> LLMReflector | ModelEnsemble:
+    def make(cls, setup: ReflectorSetup) -> Reflecting:
         """One reflector per configured model; an ensemble's answers each request with the model it names."""
         configs = setup.settings.reflectors()
-        made = {config.model: cls._one(setup, config, setup.client("reflector" if i == 0 else f"reflector:{config.model}"))
-                for i, config in enumerate(configs)}
+        made: dict[str, Reflecting] = {}
+        for i, config in enumerate(configs):
+            role = "reflector" if i == 0 else f"reflector:{config.model}"
+            client = setup.client(role)
+            if client is None or config.model is None:  # the config's validation gives every reflector both
+                raise EndpointError(f"the {role!r} endpoint has no model or no client in this process")
+            made[config.model] = cls._one(setup, config, client)
         return next(iter(made.values())) if len(made) == 1 else ModelEnsemble(made)
 
     @classmethod
-    def _one(cls, setup: ReflectorSetup, config: ReflectorConfig, client) -> LLMReflector:
-        return cls(client, edit_format=resolve_format(config.edit_format, config.model),
+    def _one(cls, setup: ReflectorSetup, config: ReflectorConfig, client: LLMClient) -> LLMReflector:
+        return cls(client, edit_format=resolve_format(config.edit_format, client.model),
                    context_tokens=config.context_tokens, max_repairs=setup.max_repairs)
 
-    def __init__(self, client, *, edit_format: EditFormat = "v4a", context_tokens: int | None = None,
+    def __init__(self, client: LLMClient, *, edit_format: EditFormat = "v4a", context_tokens: int | None = None,
                  max_repairs: int = 3):
         self.client = client
         self.edit_format = edit_format
@@ -52,16 +61,16 @@ class LLMReflector:
             return None
         return self.context_tokens - self.client.endpoint.config.max_tokens - int(reserved_chars / CHARS_PER_TOKEN)
 
-    def _opening(self, request: ReflectionRequest) -> list[dict]:
+    def _opening(self, request: ReflectionRequest) -> list[dict[str, Any]]:
         """The first attempt's messages (a kind that reads more before it answers extends them)."""
         return reflection_messages(request, self.edit_format, self._prompt_budget())
 
-    def _repair_base(self, request: ReflectionRequest, opening: list[dict], reserved_chars: int) -> list[dict]:
+    def _repair_base(self, request: ReflectionRequest, opening: list[dict[str, Any]], reserved_chars: int) -> list[dict[str, Any]]:
         """What a repair turn is built on: the original request, not the whole conversation, which a small
         context cannot hold."""
         return reflection_messages(request, self.edit_format, self._prompt_budget(reserved_chars))
 
-    def _ask(self, messages: list[dict], step: str) -> str:
+    def _ask(self, messages: list[dict[str, Any]], step: str) -> str:
         return self.client.complete(messages, step=step).text
 
     def reflect(self, request: ReflectionRequest, smoke: SmokeTest) -> Child | Discard:
@@ -98,6 +107,8 @@ class LLMReflector:
         return Discard(parent=request.parent_id, reason=f"no valid child after {limit} attempts", attempts=limit, errors=errors)
 
     def rewrite_guidance(self, request: ReflectionRequest) -> str | None:
+        if request.rewrite is None:  # not a meta-step's request: there is no instruction to rewrite
+            return None
         try:
             reply = self.client.complete(rewrite_messages(request.rewrite), step="guidance").text
         except RequestRefused:

@@ -12,8 +12,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from typing import ClassVar
+from typing import Any
 
 from mstar_ray.llm.settings import ReflectorConfig
+from mstar_ray.llm.client import LLMClient
 from mstar_ray.reflect.base import ReflectorSetup
 from mstar_ray.reflect.edit_formats import resolve_format
 from mstar_ray.reflect.one_shot import LLMReflector
@@ -29,8 +31,8 @@ ANSWER = "Reading is over. Now reply with your change, exactly in the format ask
 class ReadingReflector(LLMReflector):
     name: ClassVar[str] = "llm-reader"
 
-    def __init__(self, client, *, run_dir: str | Path | None = None, max_turns: int = 6, max_read_tokens: int = 60000,
-                 max_read_s: float = 600.0, tool_result_chars: int = 4000, **one_shot):
+    def __init__(self, client: LLMClient, *, run_dir: str | Path | None = None, max_turns: int = 6, max_read_tokens: int = 60000,
+                 max_read_s: float = 600.0, tool_result_chars: int = 4000, **one_shot: Any):
         super().__init__(client, **one_shot)
         self.run_dir = Path(run_dir) if run_dir and Path(run_dir).is_dir() else None
         self.max_turns, self.max_read_tokens, self.max_read_s = max_turns, max_read_tokens, max_read_s
@@ -38,13 +40,13 @@ class ReadingReflector(LLMReflector):
         self.last_reader: RunReader | None = None  # the last reflection's reader (its count of tool calls)
 
     @classmethod
-    def _one(cls, setup: ReflectorSetup, config: ReflectorConfig, client) -> ReadingReflector:
-        return cls(client, edit_format=resolve_format(config.edit_format, config.model),
+    def _one(cls, setup: ReflectorSetup, config: ReflectorConfig, client: LLMClient) -> ReadingReflector:
+        return cls(client, edit_format=resolve_format(config.edit_format, client.model),
                    context_tokens=config.context_tokens, max_repairs=setup.max_repairs, run_dir=setup.run_dir,
                    max_turns=config.max_turns, max_read_tokens=config.max_read_tokens, max_read_s=config.max_read_s,
                    tool_result_chars=config.tool_result_chars)
 
-    def _opening(self, request: ReflectionRequest) -> list[dict]:
+    def _opening(self, request: ReflectionRequest) -> list[dict[str, Any]]:
         messages = super()._opening(request)
         if request.kind != "improve" or self.run_dir is None:
             return messages
@@ -66,12 +68,12 @@ class ReadingReflector(LLMReflector):
                 break
         return [*messages, {"role": "user", "content": ANSWER}]
 
-    def _repair_base(self, request: ReflectionRequest, opening: list[dict], reserved_chars: int) -> list[dict]:
+    def _repair_base(self, request: ReflectionRequest, opening: list[dict[str, Any]], reserved_chars: int) -> list[dict[str, Any]]:
         if self.run_dir is None or request.kind != "improve":
             return super()._repair_base(request, opening, reserved_chars)
         return opening[:-1]  # the reading, without its closing ask: the repair turn asks again
 
-    def _ask(self, messages: list[dict], step: str) -> str:
+    def _ask(self, messages: list[dict[str, Any]], step: str) -> str:
         if any(m.get("role") == "tool" for m in messages):  # tools offered, none to be called: the answer now
             return self.client.complete(messages, step=step, tools=TOOLS, tool_choice="none").text
         return super()._ask(messages, step)

@@ -24,7 +24,7 @@ from mstar_ray.reflect.request import ALREADY_EVALUATED, NO_CHANGE, ReflectionRe
 
 SmokeTest = Callable[[str], "str | None"]
 if TYPE_CHECKING:
-    from mstar_ray.reflect.base import Reflector
+    from mstar_ray.reflect.base import Reflecting
 
 
 class Child(ProgramIdentity):
@@ -69,7 +69,7 @@ def _code_shape(source: str) -> str:
         target = stmt.targets[0].id if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name) else None
         if target == "COMMIT_MESSAGE":
             continue
-        if target in REQUIRED_CONSTANTS:
+        if target in REQUIRED_CONSTANTS and isinstance(stmt, ast.Assign):  # only an Assign has a target here
             stmt = ast.Assign(targets=stmt.targets, value=ast.Constant(""), lineno=0)
         body.append(stmt)
     return ast.dump(ast.Module(body=body, type_ignores=[]))
@@ -122,7 +122,8 @@ def _own_message(source: str) -> str | None:
     except SyntaxError:
         return None
     for node in tree.body:
-        if assigned_name(node) == "COMMIT_MESSAGE" and isinstance(node.value, ast.Constant):
+        if (isinstance(node, (ast.Assign, ast.AnnAssign)) and assigned_name(node) == "COMMIT_MESSAGE"
+                and isinstance(node.value, ast.Constant)):
             return str(node.value.value).strip()
     return None
 
@@ -148,7 +149,7 @@ def check_child(parent: str, child: str, request: ReflectionRequest, smoke: Smok
     return smoke(child)
 
 
-def answer(reflector: Reflector, request: ReflectionRequest, smoke: SmokeTest) -> tuple[Child | Discard, str | None]:
+def answer(reflector: Reflecting, request: ReflectionRequest, smoke: SmokeTest) -> tuple[Child | Discard, str | None]:
     """What a process hosting ``reflector`` does with a request: the reflection, then the meta-step of evolving
     instructions when the request asks for one (its new text, or none)."""
     result = reflector.reflect(request, smoke)

@@ -9,6 +9,7 @@ from importlib import import_module
 
 from mstar_ray.exit_codes import InputError
 from mstar_ray.reflect.base import Reflector, ReflectorSetup
+from mstar_ray.reflect.base import Reflecting
 
 # name -> (module, class, what it does: the config reference's description of search.reflector)
 _REFLECTORS: dict[str, tuple[str, str, str]] = {
@@ -35,10 +36,11 @@ def reflector_class(name: str) -> type[Reflector]:
     if name not in _REFLECTORS:
         raise InputError(f"unknown reflector {name!r}; the reflectors are {', '.join(REFLECTOR_NAMES)}")
     module, cls, _ = _REFLECTORS[name]
-    return getattr(import_module(module), cls)
+    found: type[Reflector] = getattr(import_module(module), cls)
+    return found
 
 
-def make_reflector(name: str, setup: ReflectorSetup, ensemble: Sequence[str] = ()) -> Reflector:
+def make_reflector(name: str, setup: ReflectorSetup, ensemble: Sequence[str] = ()) -> Reflecting:
     """The reflector of ``search.reflector``; with offline stand-ins as an ensemble's arms (``search.ensemble``),
     one of each, every request answered by the arm the policy chose for it."""
     if not ensemble:

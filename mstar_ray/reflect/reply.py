@@ -155,7 +155,9 @@ def _commit_message(lines: list[str], fences: list[_Span], blocks: list[_Span], 
     before = [i for i in labelled if i < chosen.start]
     if labelled:
         i = before[-1] if before else labelled[0]
-        message = _clean(_COMMIT.match(lines[i]).group(1))
+        label = _COMMIT.match(lines[i])
+        assert label is not None  # ``labelled`` holds only the lines it matches
+        message = _clean(label.group(1))
         if not message:  # the label on a line of its own: the message follows
             message = next((_clean(lines[j]) for j in free if j > i and _clean(lines[j])), "")
         return message[:MAX_COMMIT_CHARS]

@@ -86,6 +86,7 @@ def as_case(result: ItemResult, evidence: Mapping[str, str] | None = None) -> Ca
 
 def _weighted(failures: list[ItemResult], rng: random.Random, count: int) -> list[ItemResult]:
     """``count`` failures drawn without replacement with weight 1 - score."""
+    chosen: list[ItemResult]
     pool, chosen = list(failures), []
     while pool and len(chosen) < count:
         pick = rng.choices(range(len(pool)), weights=[1.0 - r.score for r in pool], k=1)[0]

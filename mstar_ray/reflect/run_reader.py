@@ -16,6 +16,8 @@ import json
 import re
 from pathlib import Path
 from typing import Any
+from typing import cast
+from collections.abc import Callable
 
 from mstar_ray.runlog import layout
 from mstar_ray.runlog.reader import read_rows
@@ -69,7 +71,7 @@ class RunReader:
     def call(self, name: str, arguments: str) -> str:
         """The tool's answer as text (an error says what was wrong), cut to ``max_chars``."""
         self.calls += 1
-        tools = {"list_programs": self.list_programs, "read_program": self.read_program, "results": self.results,
+        tools: dict[str, Callable[..., str]] = {"list_programs": self.list_programs, "read_program": self.read_program, "results": self.results,
                  "diff": self.diff, "search": self.search}
         if name not in tools:
             return f"error: no tool {name!r}; the tools are {', '.join(tools)}"
@@ -109,7 +111,8 @@ class RunReader:
             for r in shown[:MAX_RESULTS])
 
     def diff(self, a: str, b: str) -> str:
-        self._known(a), self._known(b)
+        self._known(a)
+        self._known(b)
         lines = difflib.unified_diff(load_source(self.run_dir, a).splitlines(True),
                                      load_source(self.run_dir, b).splitlines(True), a, b)
         return "".join(lines) or f"{a} and {b} are the same program"
@@ -131,13 +134,15 @@ class RunReader:
 
     def _rows(self) -> list[CandidateRow]:
         if self._candidates is None:
-            self._candidates = [r for r in read_rows(self.run_dir, "candidates") if r.status != "duplicate"]
+            rows = cast(list[CandidateRow], read_rows(self.run_dir, "candidates"))  # read_rows validates by the table's model
+            self._candidates = [r for r in rows if r.status != "duplicate"]
         return self._candidates
 
     def _visible(self) -> list[ResultRow]:
         """The results a reflector may see: never a question that scores a program."""
         if self._results is None:
-            self._results = [r for r in read_rows(self.run_dir, "results")
+            rows = cast(list[ResultRow], read_rows(self.run_dir, "results"))  # read_rows validates by the table's model
+            self._results = [r for r in rows
                              if r.question_id not in self.hidden and r.split not in HIDDEN_SPLITS]
         return self._results
 

@@ -11,12 +11,13 @@ from mstar_ray.embedding.embedder import Embedder
 from mstar_ray.llm.candidate_cache import CandidateBudget
 from mstar_ray.llm.structured import fallback
 from mstar_ray.sandbox_host.process import Sandbox, SandboxLimits
+from mstar_ray.sandbox_host.process import Outcome
 
 SAMPLE_TEXT = "[8 May 2023, 10:15] Caroline: I adopted a puppy called Biscuit today, she is three months old."
 SAMPLE_QUESTION = "What is the name of Caroline's puppy?"
 
 
-def _trace(outcome) -> str:
+def _trace(outcome: Outcome) -> str:
     return f"{outcome.describe()}\n{outcome.traceback}".rstrip()
 
 

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 from typing import Any
+from collections.abc import Sequence
 
 from mstar_ray.blas import ONE_THREAD
 from mstar_ray.sandbox_host import jail
@@ -112,13 +113,14 @@ class ZygoteHandle:
         except OSError:
             self.namespaces = {}
 
-    def request(self, message: dict[str, Any], fds: list[int] = ()) -> dict[str, Any]:
+    def request(self, message: dict[str, Any], fds: Sequence[int] = ()) -> dict[str, Any]:
         with self.lock:
             socket.send_fds(self.control, [json.dumps(message).encode()], list(fds))
             data = self.control.recv(65536)
         if not data:
             raise SandboxStartError("the sandbox fork server died")
-        return json.loads(data)
+        reply: dict[str, Any] = json.loads(data)
+        return reply
 
     def reap(self, pid: int) -> dict[str, Any]:
         return self.request({"op": "reap", "pid": pid})
@@ -205,6 +207,7 @@ class ForkServer:
             else:
                 problem = jail_problem(zygote.pid) if zygote.pid else "the fork server's pid is unknown"
                 if problem is None:
+                    assert zygote.pid  # without a pid there is a problem, just above
                     uid = proc_status(zygote.pid)["Uid"].split()[0]
                     self.jail = f"jail(bwrap from {bwrap.source}: uid {uid}, no capabilities, own namespaces, read-only view)"
                     return zygote

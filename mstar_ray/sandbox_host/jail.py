@@ -25,6 +25,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+from typing import TYPE_CHECKING
 
 from mstar_ray.exit_codes import InfrastructureError
 
@@ -41,7 +42,10 @@ LAYERS = {
     "seccomp": "per candidate: system-call allow-list",
     "landlock": "per candidate: file-system access control",
 }
-Layer = Literal[tuple(LAYERS)]  # type: ignore[valid-type]
+if TYPE_CHECKING:  # a Literal built from LAYERS' keys is beyond a static checker: there a layer is its name
+    Layer = str
+else:
+    Layer = Literal[tuple(LAYERS)]
 USERNS_FIX = ("allow unprivileged user namespaces: `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` "
               "(Ubuntu 23.10+), `sysctl -w kernel.unprivileged_userns_clone=1` (older Debian), "
               "`sysctl -w user.max_user_namespaces=15000` (where it is 0)")
@@ -71,7 +75,7 @@ class SandboxUnavailable(InfrastructureError):
             + "\nTo run without a layer on purpose, leave it out of sandbox.require in the run config "
             "(eval and sandbox: --allow-missing LAYER).")
 
-    def __reduce__(self):  # rebuilt from ``missing`` when it crosses a Ray process boundary
+    def __reduce__(self) -> tuple[type[SandboxUnavailable], tuple[dict[str, str]]]:  # rebuilt from ``missing`` when it crosses a Ray process boundary
         return type(self), (self.missing,)
 
 

@@ -284,6 +284,7 @@ class Sandbox:
     def _verify_from_outside(self) -> None:
         """What /proc shows of the candidate must match what it reported (Landlock shows nothing there)."""
         try:
+            assert self.host_pid is not None and self._zygote is not None  # start() set both before the layers came
             status = proc_status(self.host_pid)
             theirs = namespaces_of(self.host_pid)
         except OSError:
@@ -465,7 +466,7 @@ class Sandbox:
             chunks += chunk
         return bytes(chunks)
 
-    def _recv(self, deadline: float):
+    def _recv(self, deadline: float) -> LayersFrame | DoneFrame | LLMFrame | EmbedFrame | ViolationFrame:
         (length,) = wire.HEADER.unpack(self._read_exact(wire.HEADER.size, deadline))
         if length > wire.MAX_FRAME_BYTES:
             raise ProtocolError(f"frame of {length} bytes exceeds the limit")
@@ -505,8 +506,9 @@ class Sandbox:
         if self._llm is None:
             return {"ok": False, "error": "no toolkit LLM is configured"}
         messages = [{"role": "user", "content": prompt}]  # built here: the sandbox never shapes a request
+        llm = self._llm
         try:
-            text = self._within(lambda cancelled: self._llm(messages), deadline, clock)
+            text = self._within(lambda cancelled: llm(messages), deadline, clock)
         except _Overtime:
             raise
         except Exception as exc:  # the endpoint's failure is reported to the program, not fatal to the host
@@ -536,8 +538,9 @@ class Sandbox:
     # -- how it ended ----------------------------------------------------------------------------
 
     def _death_kind(self) -> str:
-        sig = (self.exit_status or {}).get("signal")
-        return {signal.SIGXCPU: "cpu", signal.SIGXFSZ: "file_size", signal.SIGSYS: "forbidden"}.get(sig, "crashed")
+        sig: int | None = (self.exit_status or {}).get("signal")
+        kinds: dict[int | None, str] = {signal.SIGXCPU: "cpu", signal.SIGXFSZ: "file_size", signal.SIGSYS: "forbidden"}
+        return kinds.get(sig, "crashed")
 
     def _death_message(self, what: str) -> str:
         status = self.exit_status or {}

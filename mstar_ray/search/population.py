@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from mstar_ray.results import ItemResult
 from mstar_ray.program_id import ProgramIdentity
 
@@ -12,7 +14,7 @@ class Member(ProgramIdentity):
 
     score: float  # mean over the static set: the fitness J
     results: list[ItemResult] = []  # static and rotating, for failure and success cases
-    write_example: dict | None = None
+    write_example: dict[str, Any] | None = None  # one write() call's item, as the program received it
     tokens: int = 0  # prompt and completion tokens its evaluation's model calls took (a cache hit takes none)
 
 

@@ -13,6 +13,7 @@ Everything follows from the run seed and the embeddings, so a resumed run rebuil
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 
 import numpy as np
 from pydantic import BaseModel
@@ -143,7 +144,7 @@ class SplitPlan:
             screen_texts=screen_texts,
         )
 
-    def _in_order(self, text_ids) -> list[str]:
+    def _in_order(self, text_ids: Iterable[str]) -> list[str]:
         return sorted(set(text_ids), key=self._order.__getitem__)
 
     def evidence_texts(self, question_ids: list[str]) -> list[str]:

@@ -226,7 +226,8 @@ def representative_set(x: np.ndarray, k: int, *, seed: int) -> list[int]:
     seed = _seed("seed", seed)
     if k >= x.shape[0]:
         return list(range(x.shape[0]))
-    return _cluster_representatives(x, k, seed).tolist()
+    chosen: list[int] = _cluster_representatives(x, k, seed).tolist()
+    return chosen
 
 
 def _remaining(n: int, exclude: Iterable[int]) -> np.ndarray:
@@ -259,7 +260,8 @@ def rotating_set(
         return []
     derived = int(np.random.SeedSequence([seed, iteration]).generate_state(1)[0])
     local = representative_set(x[remaining], k, seed=derived)
-    return remaining[local].tolist()
+    chosen: list[int] = remaining[local].tolist()
+    return chosen
 
 
 # ------------------------------------------------------------------------------------ facility location
@@ -268,13 +270,15 @@ def rotating_set(
 def _unit_rows(x: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length so dot products are cosines; an all-zero row stays zero (cosine 0)."""
     norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return x / np.where(norms > 0.0, norms, 1.0)
+    unit: np.ndarray = x / np.where(norms > 0.0, norms, 1.0)
+    return unit
 
 
 def _similarities(targets: np.ndarray, candidates: np.ndarray) -> np.ndarray:
     """Cosines clipped below at 0, one row per target; the clip keeps the objective monotone submodular,
     which is what makes the greedy guarantee hold."""
-    return np.maximum(targets @ candidates.T, 0.0)
+    cosines: np.ndarray = np.maximum(targets @ candidates.T, 0.0)
+    return cosines
 
 
 class _Similarity:

@@ -64,7 +64,8 @@ def similarity(action: str, phrase: str) -> float:
     product = 1.0
     for overlap in overlaps:
         product *= overlap
-    return product ** (1 / len(overlaps))
+    mean: float = product ** (1 / len(overlaps))
+    return mean
 
 
 def likeness(action: str, phrase: str) -> float:

@@ -115,7 +115,7 @@ def _typed_span(unit: _Unit, qtype: str, q_tokens: set[str]) -> str | None:
     if qtype == "number":
         numbers = tx.find_numbers(s)
         money = [n for n in numbers if n.startswith("$")]
-        return (money or numbers or [None])[0]
+        return (money or numbers)[0] if numbers else None  # money is among numbers
     if qtype == "duration":
         m = _DURATION_RE.search(s)
         return m.group(0) if m else None
