@@ -237,6 +237,8 @@ class Sandbox:
         self._readers_live = 0
         self._reader_slots = threading.BoundedSemaphore(max(1, readers))
         self._fork_lock = threading.Lock()
+        self._count_lock = threading.Lock()
+        self._reader_pids: set[int] = set()  # every reader forked (a killed one may linger a moment)
         self._llm = llm
         self._embed = embed
         self._fork_server = fork_server or shared_fork_server()
@@ -359,6 +361,11 @@ class Sandbox:
     def write(self, item: dict[str, Any], raw_text: str) -> Outcome:
         return self._call({"op": "write", "item": item, "raw_text": raw_text}, "write")
 
+    @property
+    def reads_forked(self) -> bool:
+        """Whether reads run in readers forked from the snapshot (independent of each other and of order)."""
+        return self._forking
+
     def snapshot(self) -> str | None:
         """From now on, serve each read in a reader forked from the process as it is: every read sees this
         state and nothing another read changed. Returns why reads stay in this process instead, or None."""
@@ -403,25 +410,28 @@ class Sandbox:
             reader = self._fork_reader()
             if isinstance(reader, Outcome):
                 return reader
-            with self._fork_lock:
+            with self._count_lock:
                 self._readers_live += 1
                 self.readers_peak = max(self.readers_peak, self._readers_live)
             try:
                 return reader._call({"op": "read", "query": query}, "read")
             finally:
                 reader.close()
-                with self._fork_lock:
+                with self._count_lock:
                     self._readers_live -= 1
 
     def _fork_reader(self) -> _Reader | Outcome:
-        """Ask the candidate for a reader on a new channel; the program's violation if it gives none."""
+        """Ask the candidate for a reader on a new channel; the program's violation if it gives none. One fork
+        at a time, up to the reader's first frame: every child of the candidate is then a reader it knows."""
+        with self._fork_lock:
+            return self._fork_reader_locked()
+
+    def _fork_reader_locked(self) -> _Reader | Outcome:
         started = time.monotonic()
         host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         host_end.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         try:
-            with self._fork_lock:
-                outcome = self._call({"op": "fork"}, "fork", channel=child_end.fileno())
-                self._measure_children()
+            outcome = self._call({"op": "fork"}, "fork", channel=child_end.fileno())
         finally:
             child_end.close()
         if not outcome.ok:
@@ -437,14 +447,33 @@ class Sandbox:
             reader.close()
             return self._fatal("protocol", f"the forked reader did not start: {type(exc).__name__}: {exc}",
                                started, 0)
+        self._reader_pids.add(reader.host_pid)
+        strays = self._strays()
+        if strays:
+            reader.close()
+            return self._fatal("tasks", f"{strays} process(es) beside the readers in the program's process", started, 0)
+        self._measure_children()
         self.readers_forked += 1
         return reader
 
-    def _measure_children(self) -> None:
-        """The kernel's count of the candidate's children and their memory, right after a fork."""
+    def _children(self) -> list[int]:
         try:
             with open(f"/proc/{self.host_pid}/task/{self.host_pid}/children") as file:
-                children = [int(pid) for pid in file.read().split()]
+                return [int(pid) for pid in file.read().split()]
+        except (OSError, ValueError, TypeError):
+            return []
+
+    def _strays(self) -> int:
+        """Processes of the program's own (not readers the host asked for): a freeze does not reach them, so
+        none may outlive the call that started it. Only a process allowed to fork can have any."""
+        if not self.fork_readers:
+            return 0
+        return len(set(self._children()) - self._reader_pids)
+
+    def _measure_children(self) -> None:
+        """The kernel's count of the candidate's children and their memory, right after a fork."""
+        children = self._children()
+        try:
             rss = 0
             for pid in [self.host_pid, *children]:
                 rss += int(proc_status(pid).get("VmRSS", "0 kB").split()[0])
@@ -494,6 +523,10 @@ class Sandbox:
             return self._fatal("protocol", f"during {what}(): {type(exc).__name__}: {exc}"[:2000], started,
                                budget.llm_calls)
         self._signal(signal.SIGSTOP)  # nothing it left running may act until the next call
+        strays = self._strays() if what != "fork" else 0  # a fork's own reader is counted once it attached
+        if strays:
+            return self._fatal("tasks", f"{strays} process(es) started by the program still running after {what}() "
+                               "returned", started, budget.llm_calls)
         fields = {"llm_calls": budget.llm_calls, "seconds": time.monotonic() - started, "logs": list(done.logs),
                   "queued_seconds": clock.seconds}
         if done.ok:
@@ -670,6 +703,9 @@ class _Reader(Sandbox):
 
     def attach(self, deadline: float) -> None:
         self._receive_layers(deadline)
+
+    def _strays(self) -> int:
+        return len(self._children())  # a reader forks nothing
 
     def _verify_from_outside(self) -> None:
         """The reader must be a child of the candidate (not the candidate, not anyone else) under its filter."""
