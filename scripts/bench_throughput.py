@@ -70,6 +70,10 @@ from tests.scripted_server import ScriptedServer  # noqa: E402
 
 REFERENCE_POOL = 64  # the reference's batch pool
 SEEDS = ("vector_search", "vector_search", "vector_search", "llm_summarizer")  # the mix, cycled
+# The seeds whose read() calls the model (one evaluation each against the reference's shape): their reads are
+# what forked readers serve at once; memory_lace uses Chroma, so its reads stay serial.
+READ_MODEL_SEEDS = ("llm_summarizer", "selfmem", "grounding", "memforest", "memskill", "rulemem", "memory_lace")
+OFFLINE_SEED = "rulemem"  # forked readers, no model: what a fork costs an offline evaluation
 LIMITS = SandboxLimits(call_timeout_s=120)
 
 
@@ -78,11 +82,11 @@ def workload(texts: int, questions: int) -> Task:
     return Task(name="bench", texts=full.texts[:texts], items=full.items[:questions])
 
 
-def candidates(count: int) -> list[str]:
+def candidates(count: int, seeds: tuple[str, ...] = SEEDS) -> list[str]:
     """Each with its own instruction text: every request is a miss, whichever candidate runs first."""
     out = []
     for index in range(count):
-        source = (ROOT / "seeds" / f"{SEEDS[index % len(SEEDS)]}.py").read_text()
+        source = (ROOT / "seeds" / f"{seeds[index % len(seeds)]}.py").read_text()
         for name in ("INSTRUCTION_KNOWLEDGE_ITEM", "INSTRUCTION_QUERY", "INSTRUCTION_RESPONSE"):
             source = re.sub(rf"^{name} = (\(?)", rf'{name} = \1"(variant {index}) " ', source, count=1, flags=re.MULTILINE)
         out.append(source)
@@ -161,15 +165,16 @@ def reference_shape(source: str, task: Task, roles: RoleClients, pool: concurren
     return sum(token_f1(a, q.answer) for a, q in zip(answers, task.items)) / len(task.items)
 
 
-def one_evaluation(url: str, task: Task, sources: list[str], in_flight: int,
+def one_evaluation(url: str, task: Task, seeds: tuple[str, ...], in_flight: int,
                    serial: tuple[str, ...]) -> dict[str, dict[str, float]]:
     """Each seed's first candidate: the wall of one evaluation, ours, the reference shape, and serial for ``serial``."""
+    sources = candidates(len(seeds), seeds)
     walls: dict[str, dict[str, float]] = {}
     pool = concurrent.futures.ThreadPoolExecutor(REFERENCE_POOL)
     small = Task(name="warm", texts=task.texts[:2], items=task.items[:2])
     _ours(url, sources[0].replace("(variant", "(warm-up variant"), small, SERIAL)  # the fork server, the imports
-    for seed in dict.fromkeys(SEEDS):
-        source = sources[SEEDS.index(seed)]
+    for seed in dict.fromkeys(seeds):
+        source = sources[seeds.index(seed)]
         row = walls.setdefault(seed, {})
         for label, run in (
             ("ours", lambda s: _ours(url, s, task, EvalConcurrency(in_flight=in_flight))),
@@ -243,17 +248,22 @@ from mstar_ray.tasks.registry import load_task
 full = load_task("synthetic", seed=0, granularity="turn")
 task = Task(name="bench", texts=full.texts[:{texts}], items=full.items[:{questions}])
 source = open({seed!r}).read()
-evaluate(source, task, OfflineBackend(), HashingEmbedder())  # warm: the fork server, the imports
+concurrency = {concurrency}
+evaluate(source, task, OfflineBackend(), HashingEmbedder(), concurrency=concurrency)  # warm: the fork server
 started = time.monotonic()
 for _ in range({repeats}):
-    report = evaluate(source, task, OfflineBackend(), HashingEmbedder())
-print(time.monotonic() - started, report.score)
+    report = evaluate(source, task, OfflineBackend(), HashingEmbedder(), concurrency=concurrency)
+print(time.monotonic() - started, report.score, getattr(report.sandbox, "reads", None))
 """
 
 
-def offline_wall(tree: Path, texts: int, questions: int, repeats: int) -> tuple[float, float]:
-    snippet = OFFLINE_SNIPPET.format(texts=texts, questions=questions, seed=str(ROOT / "seeds" / "vector_search.py"),
-                                     repeats=repeats)
+def offline_wall(tree: Path, texts: int, questions: int, repeats: int, readers: int | None = None) -> tuple[float, float]:
+    """One offline evaluation of ``OFFLINE_SEED`` in ``tree``: its wall and score; ``readers`` set the key (a tree
+    from before it has none)."""
+    concurrency = "None" if readers is None else f"__import__('mstar_ray.results').results.EvalConcurrency(" \
+        f"in_flight=1, episodes=1, readers={readers})"
+    snippet = OFFLINE_SNIPPET.format(texts=texts, questions=questions, seed=str(ROOT / "seeds" / f"{OFFLINE_SEED}.py"),
+                                     repeats=repeats, concurrency=concurrency)
     out = subprocess.run([sys.executable, "-c", snippet], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
                          capture_output=True, text=True, check=True).stdout.split()
     return float(out[0]) / repeats, float(out[1])
@@ -286,7 +296,8 @@ def main() -> None:
             with ScriptedServer(latency_s=latency) as server:
                 print(f"\n== scripted model latency {latency:g} s")
                 serial = () if args.no_serial else tuple(dict.fromkeys(SEEDS)) if args.full else ("vector_search",)
-                walls = one_evaluation(server.base_url, task, candidates(len(SEEDS)), args.in_flight, serial)
+                seeds = tuple(dict.fromkeys(SEEDS + (READ_MODEL_SEEDS if latency else ())))
+                walls = one_evaluation(server.base_url, task, seeds, args.in_flight, serial)
                 print(f"{'one evaluation, wall s':<26}{'ours':>8}{'reference':>11}{'serial':>8}{'ours/ref':>10}"
                       f"{'serial/ours':>12}")
                 for seed, row in walls.items():
@@ -312,11 +323,14 @@ def main() -> None:
                       f"({meter.mean / args.bound_limit:.2f} of the limit), {count / wall * 60:.2f} candidates/min")
     finally:
         ray.shutdown()
+    serial, score_serial = offline_wall(ROOT, args.texts, args.questions, 3, readers=1)
+    forked, score_forked = offline_wall(ROOT, args.texts, args.questions, 3, readers=4)
+    print(f"\noffline backend, one evaluation of {OFFLINE_SEED}: reads in its process {serial:.2f} s, from forked "
+          f"readers {forked:.2f} s (forked/serial {forked / serial:.2f}); scores {score_serial:.4f} and {score_forked:.4f}")
     if args.before is not None:
         before, score_before = offline_wall(args.before, args.texts, args.questions, 3)
-        after, score_after = offline_wall(ROOT, args.texts, args.questions, 3)
-        print(f"\noffline backend, one evaluation: before {before:.2f} s, after {after:.2f} s "
-              f"(after/before {after / before:.2f}); scores {score_before:.4f} and {score_after:.4f}")
+        print(f"offline backend, before ({args.before}): {before:.2f} s (now/before {forked / before:.2f}); "
+              f"score {score_before:.4f}")
 
 
 if __name__ == "__main__":
