@@ -22,6 +22,7 @@ import errno
 import os
 import signal
 import socket
+import sqlite3
 import sys
 import threading
 import time
@@ -72,6 +73,27 @@ class Session:
         self.layers: list[str] = []
         self.forking = False  # may fork readers (the host asked for them and the filter allows it)
         self.is_reader = False
+        self.databases: list[sqlite3.Connection] = [self.toolkit.db]  # every SQLite connection opened here
+
+    def track_databases(self) -> None:
+        """Note every SQLite connection the program opens, so that a reader can make each one its own."""
+        def hook(event: str, args: tuple[Any, ...]) -> None:
+            if event == "sqlite3.connect/handle":
+                self.databases.append(args[0])
+
+        sys.addaudithook(hook)
+
+    def _private_databases(self) -> None:
+        """In a reader: every database becomes an in-memory copy of itself, so what this read writes stays in
+        this reader (a fork shares the files, not just memory). One that cannot be copied is made read-only."""
+        for db in self.databases:
+            try:
+                db.deserialize(db.serialize())
+            except sqlite3.ProgrammingError:
+                continue  # closed
+            except sqlite3.Error:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("PRAGMA query_only = ON")
 
     def watch_task_cap(self, max_tasks: int) -> None:
         """Count the thread starts the kernel's task cap (RLIMIT_NPROC) refuses: every Python thread starts
@@ -248,6 +270,7 @@ class Session:
             if pid == 0:
                 self.sock.close()
                 self.sock = socket.socket(fileno=fds[0])
+                self._private_databases()
         if pid:
             os.close(fds[0])
             return None
@@ -314,6 +337,7 @@ def serve(channel_fd: int, request: dict[str, Any], workdir: str, isolated: bool
     session.forking = bool(limits.get("fork_readers"))
     if session.forking:
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # readers reap themselves: no zombie holds a task
+        session.track_databases()
         layers.append("fork-readers")
     hook = guard.install_audit_hook(workdir, session.report_violation) if session.guarded else None
     session.hook = hook

@@ -88,6 +88,38 @@ def test_every_read_sees_the_post_write_state_whatever_the_order():
         assert _read_all(serial, questions)["who"].endswith("asked where | asked when | asked who")
 
 
+SQL_MUTATING = HEAD + '''
+import sqlite3
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.db = toolkit.db
+        self.own = sqlite3.connect("own.sqlite3")
+        for db in (self.db, self.own):
+            db.execute("CREATE TABLE notes (text TEXT)")
+    def write(self, item, raw_text):
+        for db in (self.db, self.own):
+            db.execute("INSERT INTO notes VALUES (?)", (raw_text,))
+            db.commit()
+    def read(self, query):
+        answers = []
+        for db in (self.db, self.own):
+            db.execute("INSERT INTO notes VALUES (?)", ("asked " + query.text,))
+            db.commit()
+            answers.append(" | ".join(row[0] for row in db.execute("SELECT text FROM notes")))
+        return " || ".join(answers)
+'''
+
+
+def test_what_a_reader_writes_to_its_databases_stays_in_that_reader():
+    questions = ["where", "when", "who"]
+    with _written(SQL_MUTATING) as sandbox:
+        sandbox.snapshot()
+        forward = _read_all(sandbox, questions)
+        backward = _read_all(sandbox, list(reversed(questions)))
+    assert forward == backward
+    assert forward["who"] == " || ".join(["Alice moved to Paris. | Bob stayed in Rome. | asked who"] * 2)
+
+
 def test_at_most_readers_run_at_once_counted_at_the_host():
     readers, reads = 3, 8
     lock, everyone_in = threading.Lock(), threading.Event()
