@@ -21,6 +21,7 @@ from tests.conftest import seed_source
 
 LIMITS = SandboxLimits(call_timeout_s=20.0, max_tasks=32)
 HEAD = '''
+import dataclasses
 from dataclasses import dataclass
 import random
 INSTRUCTION_KNOWLEDGE_ITEM = "Copy the text."
@@ -53,6 +54,9 @@ class KnowledgeBase:
                 pass
         if query.text == "die":
             random._os._exit(3)
+        if query.text == "thread":
+            threads = dataclasses.sys.modules["threading"]  # past the import whitelist, as an attacker would
+            threads.Thread(target=dataclasses.sys.modules["time"].sleep, args=(600,), daemon=True).start()
         return " | ".join(self.notes)
 '''
 
@@ -151,7 +155,8 @@ def test_at_most_readers_run_at_once_counted_at_the_host():
         assert sandbox.readers_forked == reads and sandbox.rss_peak_kb > 0
 
 
-@pytest.mark.parametrize("question, kind", [("forbidden", "forbidden"), ("die", "crashed"), ("spin", "timeout")])
+@pytest.mark.parametrize("question, kind", [("forbidden", "forbidden"), ("die", "crashed"), ("spin", "timeout"),
+                                            ("thread", "thread")])
 def test_a_readers_violation_is_the_programs(question, kind):
     limits = SandboxLimits(call_timeout_s=3.0, max_tasks=32)
     with _written(MUTATING, limits=limits) as sandbox:
