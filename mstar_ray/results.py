@@ -60,6 +60,11 @@ class SandboxInfo(BaseModel):
     layers: list[str]
     missing_layers: dict[str, str]
     ready_seconds: float | None
+    # How reads ran: "forked" (each in a reader from the post-write state), else why in the program's process.
+    reads: str | None = None
+    readers_forked: int = 0
+    readers_peak: int = 0
+    rss_peak_kb: int = 0  # the program's process and its readers, at the fork that saw the most
 
 
 class EvalReport(BaseModel):
@@ -157,6 +162,10 @@ class EvalConcurrency(BaseModel):
                            "across the run. 1: the serial protocol")
     episodes: int = Field(4, ge=1, le=64, description="episodes of one evaluation played at once, each in its own "
                           "environment process (which costs memory: a JVM for TextWorldExpress)")
+    readers: int = Field(4, ge=1, le=64, description="reads of one evaluation served at once, each by a reader the "
+                         "program's process forks from its state after the writes (each read sees exactly that "
+                         "state; a reader costs the memory its reads touch). 1, or a program whose process runs "
+                         "threads (Chroma's runtime): reads run in the program's own process, in item order")
 
 
 SERIAL = EvalConcurrency(in_flight=1, episodes=1)

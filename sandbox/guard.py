@@ -11,9 +11,10 @@ objects. The kernel layers in ``sandbox.oslayers`` stand behind this one.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .python_subset import ALLOWED_IMPORTS, FORBIDDEN_BUILTINS
@@ -71,8 +72,28 @@ def readable_roots() -> list[str]:
     return sorted(paths)
 
 
-def install_audit_hook(workdir: str, report: Callable[[str, str], None]) -> Callable[[], None]:
-    """Add the permanent hook (inactive until the returned ``lock()`` is called) and return ``lock``.
+class AuditHook:
+    """The installed hook's switches: ``lock()`` turns it on for good; ``harness()`` steps it aside while the
+    sandbox's own code forks a reader and opens its channel (a lint-level exemption: the system-call filter
+    and the kernel's limits are what bound a process that forks)."""
+
+    def __init__(self, state: dict[str, bool]):
+        self._state = state
+
+    def lock(self) -> None:
+        self._state["locked"] = True
+
+    @contextlib.contextmanager
+    def harness(self) -> Iterator[None]:
+        self._state["harness"] = True
+        try:
+            yield
+        finally:
+            self._state["harness"] = False
+
+
+def install_audit_hook(workdir: str, report: Callable[[str, str], None]) -> AuditHook:
+    """Add the permanent hook (inactive until ``lock()`` is called on what it returns).
 
     ``report(event, detail)`` tells the host at once, so a program that catches the exception is still
     caught.
@@ -80,7 +101,7 @@ def install_audit_hook(workdir: str, report: Callable[[str, str], None]) -> Call
     work_root = os.path.realpath(workdir)
     read_roots = tuple(sorted({work_root, *(os.path.realpath(p) for p in readable_roots())}))
     write_roots = (work_root, "/dev/null")
-    state = {"locked": False, "reporting": False}
+    state = {"locked": False, "reporting": False, "harness": False}
 
     def deny(event: str, detail: str) -> None:
         if not state["reporting"]:
@@ -92,7 +113,7 @@ def install_audit_hook(workdir: str, report: Callable[[str, str], None]) -> Call
         raise SandboxViolation(f"sandbox: {event} is not allowed ({detail})")
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
-        if not state["locked"] or state["reporting"]:
+        if not state["locked"] or state["reporting"] or state["harness"]:
             return
         if event in _PROCESS_EVENTS:
             deny(event, "no processes, tracing or limit changes in a sandbox")
@@ -132,11 +153,7 @@ def install_audit_hook(workdir: str, report: Callable[[str, str], None]) -> Call
                 deny(event, "signals to other processes")
 
     sys.addaudithook(hook)
-
-    def lock() -> None:
-        state["locked"] = True
-
-    return lock
+    return AuditHook(state)
 
 
 def _guarded_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:

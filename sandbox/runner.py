@@ -3,7 +3,10 @@
 Runs in the candidate process the keeper forks (``sandbox.zygote``). Messages from the host, each with
 the host's call number: ``{"op": "load", "call", "source"}``, ``{"op": "write", "call", "item",
 "raw_text"}``, ``{"op": "read", "call", "query"}``, ``{"op": "feedback", "call", "query", "score"}`` (only
-for programs that define ``feedback``); the host ends the process when it is done with it.
+for programs that define ``feedback``), and, for a process started ``forking``, ``{"op": "fork", "call"}``
+followed by one byte carrying a new channel (SCM_RIGHTS): this process forks a reader, a copy of its
+post-write state that sends its own ``layers`` frame on that channel and answers reads there; the host ends
+each process when it is done with it.
 First, before any program code runs, this side sends one ``layers`` frame; then each call is answered
 by exactly one ``done`` frame; while a call runs, this side may send ``llm``/``embed`` requests (each
 answered by one ``reply``) and ``violation`` notices (not answered). Everything here after the program
@@ -14,9 +17,12 @@ on this side's word.
 from __future__ import annotations
 
 import _thread
+import contextlib
 import errno
 import os
+import signal
 import socket
+import sqlite3
 import sys
 import threading
 import time
@@ -67,6 +73,31 @@ class Session:
         self.toolkit = Toolkit(self.ask, workdir)
         self.max_tasks = 0
         self.tasks_refused = 0
+        self.hook: guard.AuditHook | None = None
+        self.layers: list[str] = []
+        self.forking = False  # may fork readers (the host asked for them and the filter allows it)
+        self.is_reader = False
+        self.databases: list[sqlite3.Connection] = [self.toolkit.db]  # every SQLite connection opened here
+
+    def track_databases(self) -> None:
+        """Note every SQLite connection the program opens, so that a reader can make each one its own."""
+        def hook(event: str, args: tuple[Any, ...]) -> None:
+            if event == "sqlite3.connect/handle":
+                self.databases.append(args[0])
+
+        sys.addaudithook(hook)
+
+    def _private_databases(self) -> None:
+        """In a reader: every database becomes an in-memory copy of itself, so what this read writes stays in
+        this reader (a fork shares the files, not just memory). One that cannot be copied is made read-only."""
+        for db in self.databases:
+            try:
+                db.deserialize(db.serialize())
+            except sqlite3.ProgrammingError:
+                continue  # closed
+            except sqlite3.Error:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("PRAGMA query_only = ON")
 
     def watch_task_cap(self, max_tasks: int) -> None:
         """Count the thread starts the kernel's task cap (RLIMIT_NPROC) refuses: every Python thread starts
@@ -121,6 +152,8 @@ class Session:
             elif op == "feedback":
                 self.feedback(message["query"], message["score"])
                 value = None
+            elif op == "fork":
+                value = self.fork_reader()
             else:
                 return {"op": "done", "ok": False, "kind": "protocol", "message": f"unknown op {op!r}"}
         except MemoryError:
@@ -220,6 +253,42 @@ class Session:
         return None
 
 
+    def _harness(self) -> contextlib.AbstractContextManager[None]:
+        return self.hook.harness() if self.hook is not None else contextlib.nullcontext()
+
+    def fork_reader(self) -> None:
+        """Fork a reader: a copy of this process as the last call left it, serving reads on the channel that
+        came with the request, then exiting. The host checked from outside that this process has one thread
+        (a runtime with threads does not survive a fork); the reader answers each read from the same state."""
+        if not self.forking or self.is_reader:
+            raise _HarnessError("protocol", "this process does not fork readers")
+        _, fds, _, _ = socket.recv_fds(self.sock, 1, 1)
+        if len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            raise _HarnessError("protocol", "no reader channel came with the fork request")
+        with self._harness():
+            try:
+                pid = os.fork()
+            except BlockingIOError:
+                os.close(fds[0])
+                raise _HarnessError("tasks", f"no reader could be forked: the program holds its cap of "
+                                    f"{self.max_tasks} tasks (threads and processes)") from None
+            if pid == 0:
+                self.sock.close()
+                self.sock = socket.socket(fileno=fds[0])
+                self._private_databases()
+        if pid:
+            os.close(fds[0])
+            return None
+        self.is_reader = True
+        try:
+            wire.send(self.sock, {"op": "layers", "layers": self.layers, "missing": {}})
+            serve_calls(self)
+        finally:
+            os._exit(0)
+
+
 class _HarnessError(Exception):
     def __init__(self, kind: str, message: str):
         super().__init__(message)
@@ -272,10 +341,16 @@ def serve(channel_fd: int, request: dict[str, Any], workdir: str, isolated: bool
     session = Session(sock, workdir)
     session.guarded = "python-guards" not in disable
     session.watch_task_cap(limits["max_tasks"])
-    lock = guard.install_audit_hook(workdir, session.report_violation) if session.guarded else None
+    session.forking = bool(limits.get("fork_readers"))
+    if session.forking:
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # readers reap themselves: no zombie holds a task
+        session.track_databases()
+        layers.append("fork-readers")
+    hook = guard.install_audit_hook(workdir, session.report_violation) if session.guarded else None
+    session.hook = hook
     apply: Callable[[], str]
     for name, apply in (("landlock", lambda: oslayers.restrict_filesystem(workdir, guard.readable_roots())),
-                        ("seccomp", seccomp.install)):
+                        ("seccomp", lambda: seccomp.install(session.forking))):
         if name in disable:
             missing[name] = "disabled (test mode)"
             continue
@@ -283,16 +358,22 @@ def serve(channel_fd: int, request: dict[str, Any], workdir: str, isolated: bool
             layers.append(apply())
         except OSError as exc:
             missing[name] = str(exc)
-    if lock is not None:
-        lock()
+    if hook is not None:
+        hook.lock()
         layers += ["audit-hook", "import-whitelist", "restricted-builtins"]
     else:
         missing["python-guards"] = "disabled (test mode)"
     sys.setrecursionlimit(2000)
     # Sent before any program code runs: the host knows the layers even if loading never ends, and
     # learns this process's pid in its own namespace from the credentials the kernel attaches.
+    session.layers = layers
     wire.send(sock, {"op": "layers", "layers": layers, "missing": missing})
+    return serve_calls(session)
 
+
+def serve_calls(session: Session) -> int:
+    """Answer the host's calls on the session's channel until the host closes it."""
+    sock = session.sock
     while True:
         try:
             message = wire.recv(sock)

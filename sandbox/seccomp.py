@@ -6,7 +6,10 @@ EPERM, so a library probing an optional call degrades instead of dying; calls th
 make (tracing, mounts, namespaces, kernel log, clocks, BPF, keyrings, io_uring, pidfds, extended
 attributes, module loading) kill the process, which the host reports as a forbidden system call.
 Calls that name a process are allowed only towards this one, ``clone`` only for threads, ``ioctl`` and
-``prctl`` only for the requests Python and the libraries use.
+``prctl`` only for the requests Python and the libraries use. A candidate whose reads run in readers forked
+from its post-write state (``forking``) may also ``clone`` a plain fork (exactly the C library's flags: no
+shared memory, no namespaces) and receive a reader's channel (``recvmsg``); its process count stays under
+RLIMIT_NPROC and every process dies with its PID 1 (``docs/concepts/contract.md``).
 """
 
 from __future__ import annotations
@@ -74,6 +77,10 @@ PRCTLS = (2, 3, 15, 16, 21, 23, 30, 39, 0x53564D41)
 AF_UNIX = 1
 PRIO_PROCESS = 0
 CLONE_THREAD = 0x00010000
+# The C library's fork(): CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD, and nothing else.
+FORK_FLAGS = 0x01200011
+# What a forking candidate may call beyond ALLOWED: its host hands each reader's channel in with SCM_RIGHTS.
+FORKING_ALLOWED = ("recvmsg",)
 
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 X32_SYSCALL_BIT = 0x40000000
@@ -143,9 +150,9 @@ class _Program:
         return out
 
 
-def build_filter(machine: str, own_pid: int) -> list[tuple[int, int, int, int]]:
+def build_filter(machine: str, own_pid: int, forking: bool = False) -> list[tuple[int, int, int, int]]:
     """The filter as (code, jt, jf, k) instructions for ``machine``, with ``own_pid`` the pid this process
-    sees for itself (1 in its own PID namespace)."""
+    sees for itself (1 in its own PID namespace); ``forking`` allows a plain fork and ``recvmsg``."""
     numbers = NUMBERS[machine]
     p = _Program()
     p.load(OFF_ARCH)
@@ -155,7 +162,7 @@ def build_filter(machine: str, own_pid: int) -> list[tuple[int, int, int, int]]:
     if machine == "x86_64":  # the x32 ABI reuses numbers with this bit set: never ours
         p.code.append((0x35, 0, 1, X32_SYSCALL_BIT))  # JGE
         p.ret(RET_KILL_PROCESS)
-    for name in ALLOWED:
+    for name in ALLOWED + (FORKING_ALLOWED if forking else ()):
         if name in numbers:
             p.if_equal(numbers[name], then_ret=RET_ALLOW)
     for name in KILLED:
@@ -175,6 +182,8 @@ def build_filter(machine: str, own_pid: int) -> list[tuple[int, int, int, int]]:
 
     p.label("clone")
     p.load(_arg(0))
+    if forking:
+        p.if_equal(FORK_FLAGS, then_ret=RET_ALLOW)
     p.if_no_bit(CLONE_THREAD, RET_EPERM)
     p.if_any_bit(EVERY_NAMESPACE, RET_EPERM)  # never a thread in new namespaces
     p.ret(RET_ALLOW)
@@ -208,18 +217,18 @@ def build_filter(machine: str, own_pid: int) -> list[tuple[int, int, int, int]]:
     return p.resolve()
 
 
-@functools.lru_cache(maxsize=2)
-def packed_filter(machine: str, own_pid: int) -> bytes:
+@functools.lru_cache(maxsize=4)
+def packed_filter(machine: str, own_pid: int, forking: bool = False) -> bytes:
     """The filter as the kernel reads it; the fork server builds the one for PID 1 once, before forking."""
-    return b"".join(struct.pack("HBBI", *insn) for insn in build_filter(machine, own_pid))
+    return b"".join(struct.pack("HBBI", *insn) for insn in build_filter(machine, own_pid, forking))
 
 
-def install() -> str:
+def install(forking: bool = False) -> str:
     """Install the filter on every thread of this process (no_new_privs first); returns the layer name."""
     machine = platform.machine()
     if machine not in NUMBERS:
         raise OSError(errno.ENOSYS, f"no seccomp system-call table for {machine} (x86_64 and aarch64 only)")
-    raw = packed_filter(machine, os.getpid())
+    raw = packed_filter(machine, os.getpid(), forking)
     buffer = ctypes.create_string_buffer(raw, len(raw))
 
     class SockFprog(ctypes.Structure):

@@ -44,6 +44,7 @@ def _preload() -> None:
         importlib.import_module(name)
     if platform.machine() in seccomp.NUMBERS:
         seccomp.packed_filter(platform.machine(), 1)  # a candidate is PID 1 of its own namespace
+        seccomp.packed_filter(platform.machine(), 1, True)  # and one that forks its readers
 
 
 def _keeper(request: dict[str, Any], channel_fd: int, workdir: str, settings: dict[str, Any], baseline: dict[str, Any]) -> int:

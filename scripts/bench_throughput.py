@@ -26,6 +26,7 @@ against the configured limit, in a run where that limit binds; and the offline b
     .venv/bin/python scripts/bench_throughput.py                  # the short run: latency 1 s, a few minutes
     .venv/bin/python scripts/bench_throughput.py --full           # latency 1 s and 3 s, more candidates
         [--latency 1 3] [--evaluators 1 4 16] [--limit 256] [--bound-limit 16] [--before /work/main]
+        [--readers 4] [--parts one pooled bound offline]
 """
 
 from __future__ import annotations
@@ -68,8 +69,13 @@ from mstar_ray.families.task_registry import load_task  # noqa: E402
 from mstar_ray.families.qa.scoring import token_f1  # noqa: E402
 from tests.scripted_server import ScriptedServer  # noqa: E402
 
+PARTS = ("one", "pooled", "bound", "offline")
 REFERENCE_POOL = 64  # the reference's batch pool
 SEEDS = ("vector_search", "vector_search", "vector_search", "llm_summarizer")  # the mix, cycled
+# The seeds whose read() calls the model (one evaluation each against the reference's shape): their reads are
+# what forked readers serve at once; memory_lace uses Chroma, so its reads stay serial.
+READ_MODEL_SEEDS = ("llm_summarizer", "selfmem", "grounding", "memforest", "memskill", "rulemem", "memory_lace")
+OFFLINE_SEED = "rulemem"  # forked readers, no model: what a fork costs an offline evaluation
 LIMITS = SandboxLimits(call_timeout_s=120)
 
 
@@ -78,11 +84,11 @@ def workload(texts: int, questions: int) -> Task:
     return Task(name="bench", texts=full.texts[:texts], items=full.items[:questions])
 
 
-def candidates(count: int) -> list[str]:
+def candidates(count: int, seeds: tuple[str, ...] = SEEDS) -> list[str]:
     """Each with its own instruction text: every request is a miss, whichever candidate runs first."""
     out = []
     for index in range(count):
-        source = (ROOT / "seeds" / f"{SEEDS[index % len(SEEDS)]}.py").read_text()
+        source = (ROOT / "seeds" / f"{seeds[index % len(seeds)]}.py").read_text()
         for name in ("INSTRUCTION_KNOWLEDGE_ITEM", "INSTRUCTION_QUERY", "INSTRUCTION_RESPONSE"):
             source = re.sub(rf"^{name} = (\(?)", rf'{name} = \1"(variant {index}) " ', source, count=1, flags=re.MULTILINE)
         out.append(source)
@@ -161,18 +167,19 @@ def reference_shape(source: str, task: Task, roles: RoleClients, pool: concurren
     return sum(token_f1(a, q.answer) for a, q in zip(answers, task.items)) / len(task.items)
 
 
-def one_evaluation(url: str, task: Task, sources: list[str], in_flight: int,
+def one_evaluation(url: str, task: Task, seeds: tuple[str, ...], ours: EvalConcurrency,
                    serial: tuple[str, ...]) -> dict[str, dict[str, float]]:
     """Each seed's first candidate: the wall of one evaluation, ours, the reference shape, and serial for ``serial``."""
+    sources = candidates(len(seeds), seeds)
     walls: dict[str, dict[str, float]] = {}
     pool = concurrent.futures.ThreadPoolExecutor(REFERENCE_POOL)
     small = Task(name="warm", texts=task.texts[:2], items=task.items[:2])
     _ours(url, sources[0].replace("(variant", "(warm-up variant"), small, SERIAL)  # the fork server, the imports
-    for seed in dict.fromkeys(SEEDS):
-        source = sources[SEEDS.index(seed)]
+    for seed in dict.fromkeys(seeds):
+        source = sources[seeds.index(seed)]
         row = walls.setdefault(seed, {})
         for label, run in (
-            ("ours", lambda s: _ours(url, s, task, EvalConcurrency(in_flight=in_flight))),
+            ("ours", lambda s: _ours(url, s, task, ours)),
             ("reference", lambda s: reference_shape(s, task, RoleClients(settings_for(url, None)), pool)),
             *([("serial", lambda s: _ours(url, s, task, SERIAL))] if serial and seed in serial else []),
         ):
@@ -201,14 +208,14 @@ def reference_rate(url: str, task: Task, sources: list[str]) -> float:
 
 
 def pooled(server: ScriptedServer, evaluators: int, sources: list[str], task: Task, limit: int | None,
-           in_flight: int) -> tuple[float, InFlight]:
+           ours: EvalConcurrency) -> tuple[float, InFlight]:
     """The wall of the whole workload on ``evaluators`` actors sharing the run's services, and the in-flight record
     while every evaluator was busy (candidates waiting)."""
     settings = settings_for(server.base_url, limit)
     with tempfile.TemporaryDirectory() as run_dir:
         cache, gateway = start_run_services(run_dir, settings)
         pool = [EvaluatorActor.options(num_cpus=0.01).remote(settings, LIMITS, cache.name, gateway.name, None,
-                                                             EvalConcurrency(in_flight=in_flight))
+                                                             ours)
                 for _ in range(evaluators)]
         ray.get([actor.pid.remote() for actor in pool])  # started before the clock runs
         jobs = [EvalJob(candidate_id=program_id(s), source=s, purpose="search", task_name=task.name, texts=task.texts,
@@ -243,17 +250,22 @@ from mstar_ray.families.task_registry import load_task
 full = load_task("synthetic", seed=0, granularity="turn")
 task = Task(name="bench", texts=full.texts[:{texts}], items=full.items[:{questions}])
 source = open({seed!r}).read()
-evaluate(source, task, OfflineBackend(), HashingEmbedder())  # warm: the fork server, the imports
+concurrency = {concurrency}
+evaluate(source, task, OfflineBackend(), HashingEmbedder(), concurrency=concurrency)  # warm: the fork server
 started = time.monotonic()
 for _ in range({repeats}):
-    report = evaluate(source, task, OfflineBackend(), HashingEmbedder())
-print(time.monotonic() - started, report.score)
+    report = evaluate(source, task, OfflineBackend(), HashingEmbedder(), concurrency=concurrency)
+print(time.monotonic() - started, report.score, getattr(report.sandbox, "reads", None))
 """
 
 
-def offline_wall(tree: Path, texts: int, questions: int, repeats: int) -> tuple[float, float]:
-    snippet = OFFLINE_SNIPPET.format(texts=texts, questions=questions, seed=str(ROOT / "seeds" / "vector_search.py"),
-                                     repeats=repeats)
+def offline_wall(tree: Path, texts: int, questions: int, repeats: int, readers: int | None = None) -> tuple[float, float]:
+    """One offline evaluation of ``OFFLINE_SEED`` in ``tree``: its wall and score; ``readers`` set the key (a tree
+    from before it has none)."""
+    concurrency = "None" if readers is None else f"__import__('mstar_ray.results').results.EvalConcurrency(" \
+        f"in_flight=1, episodes=1, readers={readers})"
+    snippet = OFFLINE_SNIPPET.format(texts=texts, questions=questions, seed=str(ROOT / "seeds" / f"{OFFLINE_SEED}.py"),
+                                     repeats=repeats, concurrency=concurrency)
     out = subprocess.run([sys.executable, "-c", snippet], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
                          capture_output=True, text=True, check=True).stdout.split()
     return float(out[0]) / repeats, float(out[1])
@@ -267,6 +279,10 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=30)
     parser.add_argument("--evaluators", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--in-flight", type=int, default=48, help="evaluation.in_flight of ours")
+    parser.add_argument("--readers", type=int, default=EvalConcurrency().readers, help="evaluation.readers of ours")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
+                        help="what to measure (default all): one evaluation per seed, E evaluators at once, the limit "
+                        "binding, the offline evaluation")
     parser.add_argument("--limit", type=int, default=1024, help="the endpoint's max_concurrency in the E runs "
                         "(a hosted API's: high enough not to bind)")
     parser.add_argument("--bound-limit", type=int, default=16, help="the endpoint's max_concurrency in the run where it binds")
@@ -280,13 +296,16 @@ def main() -> None:
     latencies = args.latency or ([1.0, 3.0] if args.full else [1.0])
     task = workload(args.texts, args.questions)
     print(f"workload: {len(task.texts)} texts, {len(task.items)} questions; candidates cycle {', '.join(SEEDS)} "
-          f"(llm_summarizer: one toolkit LLM call per read); ours: evaluation.in_flight {args.in_flight}")
+          f"(llm_summarizer: one toolkit LLM call per read); ours: evaluation.in_flight {args.in_flight}, "
+          f"readers {args.readers}")
+    ours = EvalConcurrency(in_flight=args.in_flight, readers=args.readers)
     try:
         for latency in latencies:
             with ScriptedServer(latency_s=latency) as server:
                 print(f"\n== scripted model latency {latency:g} s")
                 serial = () if args.no_serial else tuple(dict.fromkeys(SEEDS)) if args.full else ("vector_search",)
-                walls = one_evaluation(server.base_url, task, candidates(len(SEEDS)), args.in_flight, serial)
+                seeds = tuple(dict.fromkeys(SEEDS + (READ_MODEL_SEEDS if latency else ())))
+                walls = one_evaluation(server.base_url, task, seeds, ours, serial) if "one" in args.parts else {}
                 print(f"{'one evaluation, wall s':<26}{'ours':>8}{'reference':>11}{'serial':>8}{'ours/ref':>10}"
                       f"{'serial/ours':>12}")
                 for seed, row in walls.items():
@@ -294,29 +313,38 @@ def main() -> None:
                     print(f"{seed:<26}{row['ours']:8.1f}{row['reference']:11.1f}"
                           f"{serial if serial else float('nan'):8.1f}{row['ours'] / row['reference']:9.2f}x"
                           f"{(serial / row['ours']) if serial else float('nan'):11.1f}x")
+                if "pooled" not in args.parts and "bound" not in args.parts:
+                    continue
                 reference = reference_rate(server.base_url, task, candidates(len(SEEDS)))
                 if not ray.is_initialized():
                     # a Ray of its own: other runs on the machine (a shared host) are not ours to join
                     ray.init(address="local", num_cpus=2, log_to_driver=False)
                 print(f"reference shape: {reference:.2f} candidates/min (one cycle of the mix, one process)")
                 print(f"{'E':>4}{'candidates':>11}{'wall s':>8}{'cand/min':>10}{'vs reference':>14}{'peak in flight':>16}")
-                for e in args.evaluators:
+                for e in args.evaluators if "pooled" in args.parts else ():
                     count = max(len(SEEDS), (4 if args.full else 2) * e)
-                    wall, meter = pooled(server, e, candidates(count), task, args.limit, args.in_flight)
+                    wall, meter = pooled(server, e, candidates(count), task, args.limit, ours)
                     rate = count / wall * 60
                     print(f"{e:>4}{count:>11}{wall:8.1f}{rate:10.2f}{rate / reference:13.1f}x{meter.peak:>16}")
+                if "bound" not in args.parts:
+                    continue
                 e, count = args.bound_evaluators, args.bound_candidates
-                wall, meter = pooled(server, e, candidates(count), task, args.bound_limit, args.in_flight)
+                wall, meter = pooled(server, e, candidates(count), task, args.bound_limit, ours)
                 print(f"limit {args.bound_limit} binding (E = {e}, {count} candidates): peak {meter.peak} in flight "
                       f"(limit {args.bound_limit}), mean {meter.mean:.2f} while candidates waited "
                       f"({meter.mean / args.bound_limit:.2f} of the limit), {count / wall * 60:.2f} candidates/min")
     finally:
         ray.shutdown()
+    if "offline" not in args.parts:
+        return
+    serial, score_serial = offline_wall(ROOT, args.texts, args.questions, 3, readers=1)
+    forked, score_forked = offline_wall(ROOT, args.texts, args.questions, 3, readers=4)
+    print(f"\noffline backend, one evaluation of {OFFLINE_SEED}: reads in its process {serial:.2f} s, from forked "
+          f"readers {forked:.2f} s (forked/serial {forked / serial:.2f}); scores {score_serial:.4f} and {score_forked:.4f}")
     if args.before is not None:
         before, score_before = offline_wall(args.before, args.texts, args.questions, 3)
-        after, score_after = offline_wall(ROOT, args.texts, args.questions, 3)
-        print(f"\noffline backend, one evaluation: before {before:.2f} s, after {after:.2f} s "
-              f"(after/before {after / before:.2f}); scores {score_before:.4f} and {score_after:.4f}")
+        print(f"offline backend, before ({args.before}): {before:.2f} s (now/before {forked / before:.2f}); "
+              f"score {score_before:.4f}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Which memory programs carry state from one read() to the next? Each program is evaluated offline twice on
 the same task, its questions asked in item order and then in reverse; a program whose read() changes nothing a
 later read sees returns the same context for every question in both orders. A program listed as carrying state
-scores differently when each read sees only the post-write memory (issue 42's readers); the others score the
-same. The test is one-sided: order-independent contexts on these questions do not prove a program never
+may score differently when each read sees only the post-write memory (issue 42's readers); the others score the
+same, which the third evaluation, with readers (``evaluation.readers``), shows beside how its reads ran. The test is one-sided: order-independent contexts on these questions do not prove a program never
 carries state.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python scripts/read_state_audit.py [PROGRAMS_DIR ...] [--seeds]
@@ -26,10 +26,14 @@ from mstar_ray.actors.wiring import RoleClients  # noqa: E402
 from mstar_ray.agent.evaluation import evaluate  # noqa: E402
 from mstar_ray.contract import ContractError  # noqa: E402
 from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings  # noqa: E402
+from mstar_ray.results import EvalConcurrency  # noqa: E402
 from mstar_ray.seeds import LIBRARY  # noqa: E402
 from mstar_ray.families.task_registry import load_task  # noqa: E402
 
 
+# Reads in the program's own process, in item order (evaluation.readers = 1): where state can carry over.
+IN_ORDER = EvalConcurrency(in_flight=1, episodes=1, readers=1)
+FROM_SNAPSHOT = EvalConcurrency(in_flight=1, episodes=1)  # each read in a reader forked after the writes
 MUTATORS = {"append", "extend", "insert", "update", "add", "pop", "remove", "clear", "setdefault", "upsert",
             "delete", "discard", "popitem", "sort", "reverse", "commit", "executemany", "executescript", "modify"}
 SQL_WRITES = ("insert", "update", "delete", "create", "drop", "replace", "alter")
@@ -96,13 +100,13 @@ def main() -> int:
     task = task.model_copy(update={"texts": task.texts[:args.texts]})
     roles = RoleClients(LLMSettings(embedding=EmbeddingConfig(kind=args.embedder)))
     backend, embedder = roles.backend(), roles.embedder()
-    carrying, same, failed, writers = [], [], [], []
+    carrying, same, failed, writers, snapshot, serial = [], [], [], [], [], []
     print(f"{len(task.texts)} texts, {len(task.items)} questions, offline, {args.embedder} embeddings")
     for name, source in programs(args).items():
         started = time.monotonic()
         try:
-            forward = evaluate(source, task, backend, embedder)
-            backward = evaluate(source, task, backend, embedder, items=list(reversed(task.items)))
+            forward = evaluate(source, task, backend, embedder, concurrency=IN_ORDER)
+            backward = evaluate(source, task, backend, embedder, items=list(reversed(task.items)), concurrency=IN_ORDER)
         except ContractError as exc:
             failed.append(name)
             print(f"{name}: contract: {exc}")
@@ -111,12 +115,17 @@ def main() -> int:
             failed.append(name)
             print(f"{name}: violation {(forward.violation or backward.violation).kind}")
             continue
+        forked = evaluate(source, task, backend, embedder, concurrency=FROM_SNAPSHOT)
         by_id = {r.id: r.context for r in backward.results}
         differ = [r.id for r in forward.results if r.context != by_id.get(r.id)]
         (carrying if differ else same).append(name)
+        reads = forked.sandbox.reads if forked.sandbox else None
+        (snapshot if reads == "forked" else serial).append(name)
         writes = writes_in_read(source)
         print(f"{name}: {'CARRIES STATE' if differ else 'same contexts'} ({len(differ)}/{len(forward.results)} "
-              f"questions differ); score in order {forward.score:.3f}, reversed {backward.score:.3f}; read() may "
+              f"questions differ); score in order {forward.score:.3f}, reversed {backward.score:.3f}, with "
+              f"readers {forked.score:.3f} (reads: {reads}; {forward.wall_seconds:.1f} s in order, "
+              f"{forked.wall_seconds:.1f} s with readers){' SCORE MOVED' if forked.score != forward.score else ''}; read() may "
               f"change: {', '.join(writes[:4]) + (' ...' if len(writes) > 4 else '') if writes else 'nothing'} "
               f"[{time.monotonic() - started:.0f} s]", flush=True)
         if writes:
@@ -124,6 +133,8 @@ def main() -> int:
     print(f"\ncarry state between reads ({len(carrying)}): {', '.join(carrying) or 'none'}")
     print(f"same contexts in both orders ({len(same)}); failed ({len(failed)}): {', '.join(failed) or 'none'}")
     print(f"read() may change state, statically ({len(writers)}): {', '.join(writers) or 'none'}")
+    print(f"reads from forked readers ({len(snapshot)}): {', '.join(snapshot) or 'none'}")
+    print(f"reads in the program's process ({len(serial)}): {', '.join(serial) or 'none'}")
     return 0
 
 

@@ -20,7 +20,7 @@ from mstar_ray.driver.recorder import RunRecorder
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.reflect.request import sample_cases
-from mstar_ray.results import EvalReport, RuntimeViolation, SandboxInfo
+from mstar_ray.results import EvalConcurrency, EvalReport, RuntimeViolation, SandboxInfo
 from mstar_ray.run_config import RunConfig
 from mstar_ray.search.fix_report import WITHHELD, fix_report
 from mstar_ray.search.jobs import EvalJobs
@@ -52,9 +52,15 @@ def test_the_leaking_programs_errors_hold_the_questions_and_the_fix_report_holds
     task = make_synthetic(seed=1)
     plan = plan_of(task)
     job = EvalJobs(task, plan, judge_all=False, attribute=False).search("leak", LEAK, iteration=1)
-    report = evaluate(LEAK, Task(name=task.name, family=task.family, texts=job.texts, items=job.items),
-                      OfflineBackend(), HashingEmbedder(), feedback_ids=job.feedback_ids)
+    job_task = Task(name=task.name, family=task.family, texts=job.texts, items=job.items)
     static = [q.question for q in task.items if q.id in set(plan.split.static)]
+    # Reads from forked readers (the default) remember nothing of one another: no question reaches a later read.
+    forked = evaluate(LEAK, job_task, OfflineBackend(), HashingEmbedder(), feedback_ids=job.feedback_ids)
+    assert forked.sandbox.reads == "forked"
+    assert not holds_any("\n".join(r.error or "" for r in forked.results), static)
+    # Reads in the program's process, in item order (a program running threads, or evaluation.readers = 1) do.
+    report = evaluate(LEAK, job_task, OfflineBackend(), HashingEmbedder(), feedback_ids=job.feedback_ids,
+                      concurrency=EvalConcurrency(in_flight=1, episodes=1, readers=1))
     errors = "\n".join(r.error or "" for r in report.results)
     assert holds_any(errors, static), "the attack no longer gets the questions: this test proves nothing"
 

