@@ -153,7 +153,8 @@ class Session:
                 self.feedback(message["query"], message["score"])
                 value = None
             elif op == "fork":
-                value = self.fork_reader()
+                self.fork_reader()
+                value = None
             else:
                 return {"op": "done", "ok": False, "kind": "protocol", "message": f"unknown op {op!r}"}
         except MemoryError:

@@ -92,9 +92,9 @@ class _SandboxMemory:
         query = self.backend.build_query(self.instruction, self.fields, text, step="oracle_query" if oracle else "query")
         self.calls["oracle_read" if oracle else "query"] += 1
         root = self.root
-        in_order = self.turns is not None and not self.sandbox.reads_forked
-        if in_order:
-            self.turns.wait(self.turn)
+        waits_its_turn = None if self.sandbox.reads_forked else self.turns
+        if waits_its_turn is not None:
+            waits_its_turn.wait(self.turn)
         try:
             root.toolkit_step = "oracle_toolkit" if oracle else "toolkit"
             try:

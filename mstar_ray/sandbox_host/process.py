@@ -448,6 +448,7 @@ class Sandbox:
             reader.close()
             return self._fatal("protocol", f"the forked reader did not start: {type(exc).__name__}: {exc}",
                                started, 0)
+        assert reader.host_pid is not None  # attach() returned: the reader's first frame named its pid
         self._reader_pids.add(reader.host_pid)
         strays = self._strays()
         if strays:
@@ -474,6 +475,8 @@ class Sandbox:
     def _measure_children(self) -> None:
         """The kernel's count of the candidate's children and their memory, right after a fork."""
         children = self._children()
+        if self.host_pid is None:
+            return
         try:
             rss = 0
             for pid in [self.host_pid, *children]:
@@ -712,6 +715,8 @@ class _Reader(Sandbox):
 
     def _verify_from_outside(self) -> None:
         """The reader must be a child of the candidate (not the candidate, not anyone else) under its filter."""
+        if self.host_pid is None:
+            raise ProtocolError("the reader did not name its process")
         if self.host_pid == self.parent_pid:
             raise ProtocolError("the program's process answered as its own reader")
         status = proc_status(self.host_pid)
