@@ -30,7 +30,7 @@ from tests.test_rubric_family import FIXTURES
 
 # Reads in the program's own process, in item order (evaluation.readers = 1): the protocol these tests pin down
 # (a program whose process runs threads keeps it); reads from forked readers: tests/test_snapshot_readers.py.
-SERIAL = SERIAL.model_copy(update={"readers": 1})
+assert SERIAL.readers == 1
 WIDE = EvalConcurrency(in_flight=8, episodes=2, readers=1)
 
 # Writes and reads as the program sees them: every read shows how many reads came before it and every write so far.

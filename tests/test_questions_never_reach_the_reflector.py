@@ -54,8 +54,10 @@ def test_the_leaking_programs_errors_hold_the_questions_and_the_fix_report_holds
     job = EvalJobs(task, plan, judge_all=False, attribute=False).search("leak", LEAK, iteration=1)
     job_task = Task(name=task.name, family=task.family, texts=job.texts, items=job.items)
     static = [q.question for q in task.items if q.id in set(plan.split.static)]
-    # Reads from forked readers (the default) remember nothing of one another: no question reaches a later read.
-    forked = evaluate(LEAK, job_task, OfflineBackend(), HashingEmbedder(), feedback_ids=job.feedback_ids)
+    # Reads from forked readers (the default with a model) remember nothing of one another: no question reaches a
+    # later read.
+    forked = evaluate(LEAK, job_task, OfflineBackend(), HashingEmbedder(), feedback_ids=job.feedback_ids,
+                      concurrency=EvalConcurrency(in_flight=1, episodes=1, readers=4))
     assert forked.sandbox.reads == "forked"
     assert not holds_any("\n".join(r.error or "" for r in forked.results), static)
     # Reads in the program's process, in item order (a program running threads, or evaluation.readers = 1) do.
