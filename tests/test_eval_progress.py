@@ -44,7 +44,9 @@ def test_a_busy_evaluator_reports_its_progress_through_the_board(tmp_path):
 
     task = load_task("synthetic", seed=1, granularity="turn")
     settings = LLMSettings(embedding={"kind": "hashing"})
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    from mstar_ray.driver.cluster import start_local_ray
+
+    start_local_ray(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         cache, gateway = start_run_services(tmp_path, settings)
         board, board_name = start_progress_board()

@@ -170,7 +170,9 @@ def test_an_evaluator_killed_mid_evaluation_is_restarted_and_its_work_reissued(t
     source = source.replace("        pieces = chunk(raw_text, CHUNK_CHARS)", "        _busy()\n        pieces = chunk(raw_text, CHUNK_CHARS)")
     task = load_task("synthetic", seed=1)
     settings = LLMSettings(embedding={"kind": "hashing"})
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    from mstar_ray.driver.cluster import start_local_ray
+
+    start_local_ray(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         cache, gateway = start_run_services(tmp_path, settings)
         actor = EvaluatorActor.options(max_restarts=2, max_task_retries=2).remote(settings, SandboxLimits(), cache.name, gateway.name)

@@ -28,7 +28,9 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def local_ray():
     _require_llm_server()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    from mstar_ray.driver.cluster import start_local_ray
+
+    start_local_ray(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield free_port()
     serve.shutdown()
     ray.shutdown()

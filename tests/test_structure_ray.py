@@ -16,7 +16,9 @@ def local_ray():
     import ray
 
     # address="local": always a Ray of our own, never one already running on the machine
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    from mstar_ray.driver.cluster import start_local_ray
+
+    start_local_ray(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 

@@ -14,7 +14,7 @@ from ray.exceptions import RayActorError, RayTaskError
 from mstar_ray.blas import ONE_THREAD
 from mstar_ray.driver.node_types import capacity, cluster_shapes, unmet
 from mstar_ray.search.loop.policy import FatalRunError
-from mstar_ray.exit_codes import InputError
+from mstar_ray.exit_codes import InfrastructureError, InputError
 from mstar_ray.run_config import RunConfig
 
 # One BLAS thread per process (mstar_ray.blas): evaluators already fill the cores, and threaded BLAS on a busy
@@ -22,6 +22,31 @@ from mstar_ray.run_config import RunConfig
 WORKER_ENV = {**ONE_THREAD, "TOKENIZERS_PARALLELISM": "false"}
 # Evaluators not up this long after they are asked for are waiting for a node: the run says so.
 PLACED_WITHIN_S = 5.0
+# Ray gives a node it starts a fixed 30 s to register (ray/_private/node.py), which a busy machine can miss
+# (seen at load 45-113 on 2 cores); each further start is a fresh 30 s.
+LOCAL_STARTS = 3
+_NODE_STARTUP_TIMEOUT = "timed out during startup"
+
+logger = logging.getLogger(__name__)
+
+
+def start_local_ray(**options: object) -> None:
+    """``ray.init(address="local", ...)``, started again when Ray's node misses its registration window; after
+    ``LOCAL_STARTS`` misses the machine is named as the cause (exit 3), not the user's input."""
+    for start in range(1, LOCAL_STARTS + 1):
+        try:
+            ray.init(address="local", **options)  # type: ignore[arg-type]  # Ray's keyword options, passed through
+            return
+        except Exception as exc:  # Ray raises a bare Exception for it
+            if _NODE_STARTUP_TIMEOUT not in str(exc):
+                raise
+            ray.shutdown()  # stops what the failed start left running
+            if start == LOCAL_STARTS:
+                raise InfrastructureError(
+                    f"a local Ray did not start: its node missed Ray's 30 s registration window {LOCAL_STARTS} times "
+                    "(is this machine overloaded? `uptime` shows its load)") from exc
+            logger.warning("Ray's node missed its 30 s registration window (a busy machine?): starting it again "
+                           "(%d of %d)", start + 1, LOCAL_STARTS)
 
 
 def connect(config: RunConfig, address: str | None) -> dict[str, float]:
@@ -51,8 +76,8 @@ def connect(config: RunConfig, address: str | None) -> dict[str, float]:
             level = auth.level
             auth.setLevel(logging.ERROR)
             try:
-                ray.init(address="local", num_cpus=config.ray.num_cpus or os.cpu_count(), include_dashboard=False,
-                         log_to_driver=False)
+                start_local_ray(num_cpus=config.ray.num_cpus or os.cpu_count(), include_dashboard=False,
+                                log_to_driver=False)
             finally:
                 auth.setLevel(level)
         if threading.current_thread() is threading.main_thread():
