@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from mstar_ray.actors.wiring import RoleClients, probe_endpoints
 from mstar_ray.contract import inspect_program
@@ -29,12 +30,11 @@ from mstar_ray.search.split import Split, SplitPlan
 from mstar_ray.search.work import Crashed, Raised, Work
 from mstar_ray.tasks.model import Task
 from mstar_ray.tasks.registry import task_from_config
-from typing import TYPE_CHECKING, cast
+
+MAX_ATTEMPTS = 3  # an evaluation whose evaluator dies this often is left empty, with the reason
 
 if TYPE_CHECKING:
     from mstar_ray.actors.pool import WorkerPool
-
-MAX_ATTEMPTS = 3  # an evaluation whose evaluator dies this often is left empty, with the reason
 
 
 @dataclass
