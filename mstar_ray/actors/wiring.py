@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from typing import cast
 
 from mstar_ray.agent.backend import AgentBackend
+from mstar_ray.config_file import ConfigError
 from mstar_ray.embedding.cached import CachedEmbedder
 from mstar_ray.embedding.embedder import Embedder
 from mstar_ray.llm.cache import CacheStore, MemoryCache
@@ -34,7 +35,9 @@ def make_embedder(config: EmbeddingConfig, gateway: Gateway | None = None) -> Em
     if config.kind == "openai":
         from mstar_ray.embedding.openai_embeddings import OpenAIEmbedder
 
-        assert config.base_url is not None and config.model is not None  # EmbeddingConfig refuses openai without them
+        if config.base_url is None or config.model is None:  # a config file's are checked; --embedder openai's are not
+            raise ConfigError("embedding kind 'openai' needs base_url and model: set llm.embedding.base_url and "
+                              "llm.embedding.model (--llm-config FILE)")
         return OpenAIEmbedder(
             base_url=config.base_url, model=config.model, api_key_env=config.api_key_env,
             timeout_s=config.timeout_s, batch_size=config.batch_size, gateway=gateway,
