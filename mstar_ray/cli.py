@@ -13,6 +13,9 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from collections.abc import Callable
+from types import FrameType
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from mstar_ray.contract import ContractError, check_source
 from mstar_ray.envs.base import EnvFailure
@@ -22,6 +25,12 @@ from mstar_ray.exit_codes import (EXIT_BUDGET, EXIT_ENDPOINT, EXIT_INPUT, EXIT_I
 from mstar_ray.llm.errors import BudgetExceeded
 from mstar_ray.sandbox_host.jail import LAYERS
 from mstar_ray.terminal import printable
+
+if TYPE_CHECKING:
+    from mstar_ray.inspect.server import PageServer
+    from mstar_ray.llm.governor import UsageSnapshot
+    from mstar_ray.llm.settings import LLMSettings
+    from mstar_ray.results import EvalProgress, EvalReport
 
 
 def _read_program(path: str) -> str:
@@ -111,13 +120,13 @@ class ProgressPrinter:
     """``evaluate``'s progress on stderr: a line when a phase starts and ends, and every ``every_s`` seconds
     between, with the rate and the evaluation's own time left (``EvalProgress.eta_s``)."""
 
-    def __init__(self, stream, every_s: float = 10.0):
+    def __init__(self, stream: TextIO, every_s: float = 10.0) -> None:
         import time
 
         self.stream, self.every_s, self.clock = stream, every_s, time.monotonic
         self.phase, self.printed = "", 0.0
 
-    def __call__(self, progress) -> None:
+    def __call__(self, progress: EvalProgress) -> None:
         if progress.finished:
             return
         if progress.items_done:
@@ -183,7 +192,8 @@ def _serve_run(args: argparse.Namespace, run_dir: str) -> None:
     print(f"live page {server.url} (while this run lasts)", file=sys.stderr, flush=True)
 
 
-def _started(start, run_dir: Path, host: str, port: int, token: str | None):
+def _started(start: Callable[[Path, str, int, str | None], PageServer], run_dir: Path, host: str, port: int,
+             token: str | None) -> PageServer:
     try:
         return start(run_dir, host, port, token)
     except OSError as exc:  # the port is taken, the address is not this machine's
@@ -276,7 +286,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _llm_settings(args: argparse.Namespace):
+def _llm_settings(args: argparse.Namespace) -> LLMSettings:
     """The ``llm`` settings from ``--llm-config``, else from the ``--llm-*`` flags; ``--embedder`` overrides."""
     from mstar_ray.config_file import load_yaml
     from mstar_ray.llm.endpoint import EndpointConfig
@@ -300,7 +310,7 @@ def _llm_settings(args: argparse.Namespace):
     return settings
 
 
-def _format_usage(report, snapshot, cache_path: str | None) -> str:
+def _format_usage(report: EvalReport, snapshot: UsageSnapshot, cache_path: str | None) -> str:
     lines = []
     if report.llm:
         lines.append(f"{'LLM step':<12}{'requests':>10}{'cached':>9}{'new':>7}{'retries':>9}{'tokens':>10}")
@@ -320,7 +330,7 @@ def _format_usage(report, snapshot, cache_path: str | None) -> str:
     return "\n".join(lines)
 
 
-def _format_report(program: str, report) -> str:
+def _format_report(program: str, report: EvalReport) -> str:
     nature = "no network, no key; deterministic" if report.backend == "offline" else "real model"
     lines = [
         f"program   {program}",
@@ -539,7 +549,8 @@ def main(argv: list[str] | None = None) -> int:
 def _handled(args: argparse.Namespace) -> int:
     """The command's exit code: the known failures by kind, anything else an internal error."""
     try:
-        return args.handler(args)
+        code: int = args.handler(args)  # argparse's Namespace holds what set_defaults put there: a cmd_* function
+        return code
     except ContractError as exc:
         print(printable(exc), file=sys.stderr)
         return EXIT_PROGRAM
@@ -562,7 +573,7 @@ def _handled(args: argparse.Namespace) -> int:
         return _internal_error(args, exc)
 
 
-def _terminate(signum, frame) -> None:
+def _terminate(signum: int, frame: FrameType | None) -> None:
     raise Terminated(f"signal {signum}")
 
 
@@ -614,7 +625,11 @@ def _internal_error(args: argparse.Namespace, exc: Exception) -> int:
     return EXIT_INTERNAL
 
 
-def _or(step, fallback):
+_T = TypeVar("_T")
+_F = TypeVar("_F")
+
+
+def _or(step: Callable[[], _T], fallback: _F) -> _T | _F:
     """``step()``, or ``fallback`` if it raised: the error path goes on whatever one of its steps met."""
     try:
         return step()

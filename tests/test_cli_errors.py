@@ -42,6 +42,10 @@ def test_bad_input_exits_2_naming_the_key_the_file_or_the_argument(tmp_path, cap
 
     assert main(["eval", str(ROOT / "seeds" / "vector_search.py"), "--texts", "0", "--embedder", "hashing"]) == 2
     assert "--texts must be at least 1, got 0" in capsys.readouterr().err
+
+    # --embedder openai alone names no endpoint: the user's to fix, said before any request is tried
+    assert main(["eval", str(ROOT / "seeds" / "vector_search.py"), "--embedder", "openai"]) == 2
+    assert "embedding kind 'openai' needs base_url and model" in capsys.readouterr().err
     assert not list(tmp_path.glob("*/error.log"))  # bad input leaves no traceback: nothing to report
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 import ray
+from typing import Any
 
 from mstar_ray.actors.progress_board import ProgressReporter
 from mstar_ray.actors.run_services import Remote
@@ -16,7 +17,8 @@ from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.results import EvalConcurrency
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.run_config import RunConfig
-from mstar_ray.sandbox_host.process import SandboxLimits, check_layers, shared_fork_server
+from mstar_ray.sandbox_host.process import SandboxLimits, check_layers
+from mstar_ray.sandbox_host.fork_server import shared_fork_server
 from mstar_ray.search.jobs import EvalJob, EvalOutcome, static_score
 from mstar_ray.tasks.adapter import register
 from mstar_ray.tasks.model import Task
@@ -59,7 +61,7 @@ class EvaluatorActor:
             node_id=ray.get_runtime_context().get_node_id(), worker_pid=os.getpid(), calls=self.roles.drain_calls(),
         )
 
-    def sandbox_layers(self) -> dict:
+    def sandbox_layers(self) -> dict[str, Any]:
         """The layers a sandbox gets on this worker; raises ``SandboxUnavailable`` when a required one is missing."""
         return check_layers(self.limits)
 
@@ -67,10 +69,10 @@ class EvaluatorActor:
         return os.getpid()
 
 
-def new_evaluator(config: RunConfig, cache_name: str, gateway_name: str, board_name: str | None = None):
+def new_evaluator(config: RunConfig, cache_name: str, gateway_name: str, board_name: str | None = None) -> Any:
     """An evaluator actor as a run asks for one: its resources, restarts and the run's services by name."""
     # SPREAD: evaluations share the nodes' cores and model connections, and a lost node takes few with it.
-    return EvaluatorActor.options(
+    return EvaluatorActor.options(  # type: ignore[attr-defined]  # mypy does not apply class decorators: @ray.remote made it an ActorClass
         num_cpus=config.ray.evaluator_cpus, resources=config.ray.evaluator_resources, scheduling_strategy="SPREAD",
         max_restarts=config.ray.max_restarts, max_task_retries=config.ray.max_restarts,
     ).remote(config.llm, config.sandbox, cache_name, gateway_name, board_name, config.evaluation)

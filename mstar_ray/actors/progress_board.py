@@ -19,6 +19,7 @@ import uuid
 import ray
 
 from mstar_ray.actors.run_services import on_this_node
+from typing import Any
 from mstar_ray.results import EvalProgress
 
 POST_INTERVAL_S = 1.0
@@ -40,11 +41,11 @@ class ProgressBoard:
         return dict(self.entries)
 
 
-def start_progress_board():
+def start_progress_board() -> tuple[Any, str]:
     """The run's board, on the driver's node (it asks for no CPU), and its name: evaluators are given the
     name, not the handle, as they are the run's services (``run_services``)."""
     name = f"mstar-progress-{uuid.uuid4().hex[:12]}"
-    board = ProgressBoard.options(name=name, scheduling_strategy=on_this_node()).remote()
+    board = ProgressBoard.options(name=name, scheduling_strategy=on_this_node()).remote()  # type: ignore[attr-defined]  # mypy does not apply class decorators: @ray.remote made it an ActorClass
     ray.get(board.snapshot.remote())  # surface a failed start here, not later
     return board, name
 
@@ -53,12 +54,12 @@ class ProgressReporter:
     """The evaluator's side: a ``progress`` hook for ``evaluate`` that posts a copy at most every
     ``interval_s`` seconds (and always the last one), then clears the job's entry on ``close``."""
 
-    def __init__(self, board, key: str, *, interval_s: float = POST_INTERVAL_S):
+    def __init__(self, board: Any, key: str, *, interval_s: float = POST_INTERVAL_S) -> None:  # board: a ProgressBoard actor handle
         self.board, self.key, self.interval_s = board, key, interval_s
         self._last = float("-inf")
         self.posts = 0
 
-    def _send(self, method: str, *args) -> None:
+    def _send(self, method: str, *args: object) -> None:
         try:
             getattr(self.board, method).remote(self.key, *args)
         except Exception as exc:  # the board is advisory: never let it fail an evaluation

@@ -4,6 +4,7 @@ test run in a sandbox here and the reflector model reached through the run's cac
 from __future__ import annotations
 
 import ray
+from typing import Any
 
 from mstar_ray.actors.run_services import Remote
 from mstar_ray.actors.wiring import RoleClients
@@ -12,7 +13,8 @@ from mstar_ray.reflect.reflector import ReflectionOutcome, answer
 from mstar_ray.reflect.registry import ReflectorSetup, make_reflector
 from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.reflect.smoke import smoke_test
-from mstar_ray.sandbox_host.process import SandboxLimits, check_layers, shared_fork_server
+from mstar_ray.sandbox_host.process import SandboxLimits, check_layers
+from mstar_ray.sandbox_host.fork_server import shared_fork_server
 
 
 @ray.remote
@@ -30,7 +32,7 @@ class ReflectorActor:
         # ``ensemble``: the offline stand-ins of search.ensemble, one reflector each (none: ``kind`` alone)
         self.reflector = make_reflector(kind, ReflectorSetup(settings, max_repairs, roles.client, run_dir), ensemble or ())
 
-    def sandbox_layers(self) -> dict:
+    def sandbox_layers(self) -> dict[str, Any]:
         """The layers its smoke tests' sandboxes get here; raises ``SandboxUnavailable`` when a required one is missing."""
         return check_layers(self.limits)
 

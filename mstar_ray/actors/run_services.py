@@ -37,7 +37,7 @@ SERVICE_THREADS = 32
 # request the run's evaluators and reflectors can have waiting.
 GATEWAY_CALLERS = 4096
 
-CacheActor = ray.remote(num_cpus=0, max_concurrency=SERVICE_THREADS)(SqliteCache)
+CacheActor = ray.remote(num_cpus=0, max_concurrency=SERVICE_THREADS)(SqliteCache)  # type: ignore[call-overload]  # Ray's typed overloads omit actor options (max_concurrency)
 
 
 class WaitingGovernor(Governor):
@@ -78,7 +78,7 @@ class WaitingGovernor(Governor):
         self._notify()
 
 
-GatewayActor = ray.remote(num_cpus=0, max_concurrency=GATEWAY_CALLERS)(WaitingGovernor)
+GatewayActor = ray.remote(num_cpus=0, max_concurrency=GATEWAY_CALLERS)(WaitingGovernor)  # type: ignore[call-overload]  # Ray's typed overloads omit actor options (max_concurrency)
 
 
 class Remote:
@@ -86,7 +86,7 @@ class Remote:
     (a write too, so a worker reads its own writes and a finished evaluation is really cached). Picklable, so
     it travels to any worker."""
 
-    def __init__(self, actor: ray.actor.ActorHandle, name: str = ""):
+    def __init__(self, actor: ray.actor.ActorHandle[Any], name: str = ""):
         self.actor = actor
         self.name = name
 

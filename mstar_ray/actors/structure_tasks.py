@@ -42,6 +42,6 @@ def pairwise_on_ray(trees: Sequence[Tree], blocks: int | None = None) -> np.ndar
     exact, bounded = plan(trees, all_pairs(n))  # the matrix's total work bounded (matrix.MAX_MATRIX_CELLS)
     split = pair_blocks(n, blocks, exact)
     # stored once: every task reads the same trees rather than each carrying its own copy
-    shared = ray.put(list(trees))
+    shared: ray.ObjectRef[Sequence[Tree]] = ray.put(list(trees))
     results = ray.get([block_task.remote(shared, pairs) for pairs in split])
     return assemble(n, [*split, bounded], [*results, bounded_distances(trees, bounded)])

@@ -9,8 +9,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+from typing import cast
 
 from mstar_ray.agent.backend import AgentBackend
+from mstar_ray.config_file import ConfigError
 from mstar_ray.embedding.cached import CachedEmbedder
 from mstar_ray.embedding.embedder import Embedder
 from mstar_ray.llm.cache import CacheStore, MemoryCache
@@ -20,6 +22,7 @@ from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings
 from mstar_ray.llm.usage import CallLog
 
 if TYPE_CHECKING:
+    from mstar_ray.embedding.openai_embeddings import OpenAIEmbedder
     from mstar_ray.llm.client import LLMClient
 
 
@@ -32,6 +35,9 @@ def make_embedder(config: EmbeddingConfig, gateway: Gateway | None = None) -> Em
     if config.kind == "openai":
         from mstar_ray.embedding.openai_embeddings import OpenAIEmbedder
 
+        if config.base_url is None or config.model is None:  # a config file's are checked; --embedder openai's are not
+            raise ConfigError("embedding kind 'openai' needs base_url and model: set llm.embedding.base_url and "
+                              "llm.embedding.model (--llm-config FILE)")
         return OpenAIEmbedder(
             base_url=config.base_url, model=config.model, api_key_env=config.api_key_env,
             timeout_s=config.timeout_s, batch_size=config.batch_size, gateway=gateway,
@@ -83,7 +89,7 @@ def probe_endpoints(settings: LLMSettings, say: Callable[[str], None] = _stderr)
         say(f"{endpoint.where()}: {measured} -> timeout {chosen[role].timeout_s:g} s per request "
             f"(max_tokens {config.max_tokens})")
     if settings.embedding.kind == "openai":
-        make_embedder(settings.embedding).probe()
+        cast("OpenAIEmbedder", make_embedder(settings.embedding)).probe()  # kind openai: make_embedder's OpenAIEmbedder
     return settings.with_endpoints(chosen)
 
 
@@ -100,7 +106,7 @@ class RoleClients:
         self.cache = cache if cache is not None else MemoryCache()
         self.gateway = gateway or Governor.for_settings(settings)
         self._clients: dict[str, LLMClient] = {}
-        self._remote_embedders: list = []  # OpenAIEmbedders: their requests are priced calls, logged like a client's
+        self._remote_embedders: list[OpenAIEmbedder] = []  # OpenAIEmbedders: their requests are priced calls, logged like a client's
 
     def client(self, role: str) -> LLMClient | None:
         """The role's ``LLMClient``, or ``None`` when the role is not configured; an ensemble's other reflectors
@@ -118,7 +124,8 @@ class RoleClients:
     def drain_calls(self) -> list[CallLog]:
         """Every request the roles' clients and remote embedders made since the last drain (a client shared
         by two roles once)."""
-        unique = {id(c): c for c in [*self._clients.values(), *self._remote_embedders]}
+        made: list[LLMClient | OpenAIEmbedder] = [*self._clients.values(), *self._remote_embedders]
+        unique = {id(c): c for c in made}
         return [call for client in unique.values() for call in client.drain_calls()]
 
     def backend(self) -> AgentBackend:
@@ -134,5 +141,5 @@ class RoleClients:
     def embedder(self) -> CachedEmbedder:
         inner = make_embedder(self.settings.embedding, self.gateway)
         if self.settings.embedding.remote:
-            self._remote_embedders.append(inner)
+            self._remote_embedders.append(cast("OpenAIEmbedder", inner))  # a remote kind: make_embedder's OpenAIEmbedder
         return CachedEmbedder(inner, self.cache)

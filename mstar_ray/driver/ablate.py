@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import BaseModel
@@ -51,7 +52,9 @@ def _scores(run_dir: Path, name: str, repeat: int) -> RunScores:
     summary = json.loads((run_dir / layout.SUMMARY).read_text(encoding="utf-8"))
     best, seed = summary["best"]["id"], summary["best_seed"]["id"]
     rows = [r for r in read_table(run_dir, "results").to_pylist() if r["split"] == "test"]
-    by = lambda cid: {r["question_id"]: r["score"] for r in rows if r["candidate"] == cid}
+    def by(cid: str) -> dict[str, float]:
+        return {r["question_id"]: r["score"] for r in rows if r["candidate"] == cid}
+
     return RunScores(variant=name, repeat=repeat, run_dir=str(run_dir), best_origin=summary["best"]["origin"],
                      evaluations=summary["candidates_evaluated"], test=by(best), seed_test=by(seed))
 
@@ -60,7 +63,7 @@ def _pooled(runs: list[RunScores], key: str) -> list[float]:
     return [score for run in sorted(runs, key=lambda r: r.repeat) for _, score in sorted(getattr(run, key).items())]
 
 
-def table(runs: list[RunScores]) -> list[dict]:
+def table(runs: list[RunScores]) -> list[dict[str, Any]]:
     """One row per variant: pooled test score and interval, the best seed's, evaluations, and against best-of-N."""
     rows = []
     baseline = [r for r in runs if r.variant == BASELINE]
@@ -83,7 +86,7 @@ def table(runs: list[RunScores]) -> list[dict]:
     return rows
 
 
-def render(rows: list[dict]) -> str:
+def render(rows: list[dict[str, Any]]) -> str:
     lines = [f"{'variant':<15} {'test':>6} {'95% interval':>16} {'best seed':>9} {'evolved':>7} {'evals':>6}  vs best-of-N"]
     for r in rows:
         low, high = r["interval"]

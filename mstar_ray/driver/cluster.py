@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import ray
 from ray.exceptions import RayActorError, RayTaskError
@@ -84,7 +85,8 @@ def connect(config: RunConfig, address: str | None) -> dict[str, float]:
             # ray.init replaces SIGTERM's handler with a bare exit; the caller's (the CLI's) stops a run cleanly
             signal.signal(signal.SIGTERM, on_sigterm)
     check_requests(config)
-    return ray.cluster_resources()
+    resources: dict[str, float] = ray.cluster_resources()
+    return resources
 
 
 def actor_requests(config: RunConfig, *, served: bool = True) -> dict[str, dict[str, float]]:
@@ -136,7 +138,7 @@ def pool_size(wanted: int, per_actor: float, resources: dict[str, float], extra:
     return max(1, min([wanted, *fits]))
 
 
-def check_sandboxes(evaluators: list, say: Callable[[str], None] | None = None) -> str:
+def check_sandboxes(evaluators: list[Any], say: Callable[[str], None] | None = None) -> str:
     """Every evaluator sets up a sandbox once before any work: a node that cannot give a required layer stops
     the run at its start, naming the layer and the fix. Returns the line that says which layers are active.
     Evaluators still without a node after a few seconds are said (an autoscaler is starting nodes for them)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict
@@ -29,7 +30,7 @@ class NodeShape(BaseModel):
     max_count: int = 1
 
 
-def shapes_of_autoscaling_config(config: dict) -> list[NodeShape]:
+def shapes_of_autoscaling_config(config: dict[str, Any]) -> list[NodeShape]:
     """The node types of a ``ray up`` config (``available_node_types``)."""
     head = config.get("head_node_type")
     return [NodeShape(name=name, resources=spec.get("resources", {}),
@@ -66,11 +67,14 @@ def capacity(shapes: list[NodeShape]) -> dict[str, float]:
 
 # ------------------------------------------------------------------------------------ read from a running Ray
 
-def _monitor_argv(status: dict) -> list[str] | None:
+def _monitor_argv(status: dict[str, Any]) -> list[str] | None:
     """The command line of the autoscaler's monitor, if it runs on this machine (a process of another container
     or machine is not ours to read: None)."""
+    pid = status.get("monitor_pid")
+    if pid is None:
+        return None
     try:
-        argv = Path(f"/proc/{int(status.get('monitor_pid'))}/cmdline").read_bytes().decode().split("\0")
+        argv = Path(f"/proc/{int(pid)}/cmdline").read_bytes().decode().split("\0")
     except (TypeError, ValueError, OSError):
         return None
     return argv if any(arg.endswith("monitor.py") for arg in argv) else None
@@ -86,13 +90,14 @@ def _autoscaling_config_path(argv: list[str]) -> Path | None:
     return None
 
 
-def autoscaler_status() -> dict | None:
+def autoscaler_status() -> dict[str, Any] | None:
     """The autoscaler's last report (what ``ray status`` prints), or None without one."""
     from ray._private import ray_constants
     from ray.experimental.internal_kv import _internal_kv_get
 
     raw = _internal_kv_get(ray_constants.DEBUG_AUTOSCALING_STATUS)
-    return json.loads(raw) if raw else None
+    status: dict[str, Any] | None = json.loads(raw) if raw else None  # the autoscaler's JSON report
+    return status
 
 
 def cluster_shapes() -> tuple[list[NodeShape] | None, str, bool]:

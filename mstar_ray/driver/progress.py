@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 import time
 
+from typing import TextIO
+
 from pydantic import BaseModel
 
 from mstar_ray.runlog.live import InFlight
@@ -59,7 +61,7 @@ class Progress:
     """Redraws one status line in place on a TTY; otherwise prints a line when something changed, at
     most every ``interval_s`` seconds, so logs stay readable."""
 
-    def __init__(self, stream=None, *, interval_s: float = 5.0):
+    def __init__(self, stream: TextIO | None = None, *, interval_s: float = 5.0) -> None:
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
         self.interval_s = interval_s

@@ -3,6 +3,8 @@ else may change). The search's state comes back from the logs through ``mstar_ra
 
 from __future__ import annotations
 
+from typing import Any
+
 from mstar_ray.config_file import ConfigError
 from mstar_ray.run_config import RunConfig
 from mstar_ray.seeds import canonical
@@ -14,7 +16,7 @@ BUDGET_KEYS = ("search.max_candidates", "search.max_iterations", "search.max_wal
 REFLECTOR_KEYS = ("llm.reflector", "llm.prices", "llm.ensemble_exploration", "search.ensemble")
 
 
-def _flatten(data: dict, prefix: str = "") -> dict[str, object]:
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, object]:
     flat: dict[str, object] = {}
     for key, value in data.items():
         path = f"{prefix}{key}"
@@ -25,7 +27,7 @@ def _flatten(data: dict, prefix: str = "") -> dict[str, object]:
     return flat
 
 
-def _comparable(config: RunConfig) -> dict:
+def _comparable(config: RunConfig) -> dict[str, Any]:
     data = config.model_dump(mode="json")
     data["search"]["seeds"] = [canonical(seed) for seed in data["search"]["seeds"]]
     return data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from mstar_ray.actors.wiring import probe_endpoints
 from mstar_ray.driver.progress import Progress
@@ -15,6 +16,12 @@ from mstar_ray.runlog import layout
 from mstar_ray.search.noise import bootstrap_interval
 from mstar_ray.state.candidate import Seed
 from mstar_ray.families.task_registry import task_from_config
+
+if TYPE_CHECKING:
+    from mstar_ray.driver.serving import RunServing
+    from mstar_ray.run_config import RunConfig
+    from mstar_ray.search.jobs import EvalOutcome
+    from mstar_ray.search.population import Member
 
 
 def run_search(config_path: str | None, *, run_dir: str, address: str | None, resume: bool = False) -> int:
@@ -87,7 +94,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         _stop(serving)
         ray.shutdown()
 
-    def described(member) -> dict:
+    def described(member: Member) -> dict[str, Any]:
         test = result.tests.get(member.id)
         return {"id": member.id, "origin": member.origin, "commit_message": member.commit_message,
                 "static_score": member.score, "static_interval": list(driver.policy.incumbent.interval(member)),
@@ -122,13 +129,13 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     return EXIT_OK
 
 
-def _test_interval(test, question_ids: list[str], seed: int) -> list[float]:
+def _test_interval(test: EvalOutcome, question_ids: list[str], seed: int) -> list[float]:
     """The bootstrap interval of the test score, over the held-out questions as the static one is."""
     by_id = {r.id: r.score for r in test.report.results}
     return list(bootstrap_interval([by_id.get(q, 0.0) for q in question_ids], seed=seed))
 
 
-def _serving(config, progress: Progress):
+def _serving(config: RunConfig, progress: Progress) -> RunServing:
     """The run's served models; Ray Serve is imported only by a run that has some (the ``serve`` extra)."""
     try:
         from mstar_ray.driver.serving import RunServing
@@ -138,7 +145,7 @@ def _serving(config, progress: Progress):
     return RunServing(config, progress.message)
 
 
-def _stop(serving) -> None:
+def _stop(serving: RunServing | None) -> None:
     """Shut the served models down (or keep them) whichever way the run ends; a second call does nothing, so
     the error path can do it before it closes the run directory's logs."""
     if serving is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -21,9 +22,16 @@ from mstar_ray.state.transitions import (
     Transition, Violated,
 )
 
+if TYPE_CHECKING:
+    from mstar_ray.search.jobs import EvalOutcome
+    from mstar_ray.search.selection import Challenge
+    from mstar_ray.search.split import Split
+    from mstar_ray.serve.replicas import ReplicaChange
+    from mstar_ray.structure.population_map import PopulationMap
+
 # What an events row of each transition says to people (kind, work, purpose, detail); its data is the
 # transition itself, less what programs/ and the results log hold.
-_BULK = {"candidate": {"source"}, "results": True, "write_example": True}  # for transitions about a Candidate
+_BULK: dict[str, set[str] | bool] = {"candidate": {"source"}, "results": True, "write_example": True}  # for transitions about a Candidate
 
 
 class RunDir:
@@ -62,10 +70,10 @@ class RunDir:
     def has_split(self) -> bool:
         return (self.path / layout.SPLIT).is_file()
 
-    def write_split(self, split) -> None:
+    def write_split(self, split: Split) -> None:
         write_atomic(self.path / layout.SPLIT, split.model_dump_json(indent=1).encode())
 
-    def read_split(self):
+    def read_split(self) -> Split:
         from mstar_ray.search.split import Split
 
         return Split.model_validate_json((self.path / layout.SPLIT).read_text())
@@ -83,7 +91,7 @@ class RunDir:
         self._log("events").append(EventRow(kind=kind, candidate=candidate, iteration=iteration, actor=actor,
                                             node_id=node_id, detail=detail, work=work, purpose=purpose))
 
-    def replica(self, change) -> None:
+    def replica(self, change: ReplicaChange) -> None:
         """A served model's replica started, stopped serving or was shut down (a ``serve.replicas.ReplicaChange``)."""
         record = change.record
         self._log("events").append(EventRow(kind=change.kind, work="replica", purpose=record.app,
@@ -93,10 +101,11 @@ class RunDir:
     def record(self, transition: Transition, *, node_id: str | None = None) -> None:
         """One search transition as one events row, which a resume replays (``mstar_ray.state.replay``)."""
         candidate = getattr(transition, "candidate", None)
-        whole = isinstance(candidate, Candidate)
-        row = dict(candidate=candidate.id if whole else candidate, iteration=candidate.iteration if whole else None,
-                   node_id=node_id, transition=type(transition).__name__,
-                   data=transition.model_dump_json(exclude=_BULK if whole else None))
+        whole = candidate if isinstance(candidate, Candidate) else None  # Retried's candidate is an id
+        row: dict[str, Any] = dict(
+            candidate=whole.id if whole is not None else candidate, iteration=whole.iteration if whole is not None else None,
+            node_id=node_id, transition=type(transition).__name__,
+            data=transition.model_dump_json(exclude=_BULK if whole is not None else None))
         match transition:
             case Queued():
                 row.update(kind="submitted", work="evaluation", purpose="search")
@@ -127,9 +136,9 @@ class RunDir:
                 row.update(kind="stopped", detail=message)
         self._log("events").append(EventRow(**row))
 
-    def write_evaluation(self, candidate, outcome, splits: dict[str, str], *, written: list[str] | None = None,
+    def write_evaluation(self, candidate: Candidate, outcome: EvalOutcome, splits: dict[str, str], *, written: list[str] | None = None,
                          static_evidence: float | None = None, interval: tuple[float, float] | None = None,
-                         challenge=None, screen_score: float | None = None, screen_threshold: float | None = None) -> None:
+                         challenge: Challenge | None = None, screen_score: float | None = None, screen_threshold: float | None = None) -> None:
         """The candidate's row (search evaluations only, or a screening that found a violation: a test or a
         confirmation is logged as results and an event), its per-question results as one batch, and its LLM
         calls. ``written`` (the texts the evaluation wrote), ``static_evidence``, ``interval`` (of the static
@@ -149,7 +158,7 @@ class RunDir:
             lead_high=challenge.high if challenge else None, verdict=challenge.verdict if challenge else None,
             screen_score=screen_score, screen_threshold=screen_threshold))
 
-    def write_screening(self, candidate, outcome, splits: dict[str, str], *, written: list[str],
+    def write_screening(self, candidate: Candidate, outcome: EvalOutcome, splits: dict[str, str], *, written: list[str],
                         threshold: float | None, passed: bool) -> None:
         """A screening's results and LLM calls; the candidate's row only when the cascade stopped it there (one
         that goes on gets its row from its full evaluation, which carries its slice score too)."""
@@ -159,7 +168,7 @@ class RunDir:
                 candidate, outcome, splits, status="screened_out", static_score=None, written=written,
                 screen_score=outcome.static_score, screen_threshold=threshold))
 
-    def _results_and_calls(self, candidate, outcome, splits: dict[str, str]) -> None:
+    def _results_and_calls(self, candidate: Candidate, outcome: EvalOutcome, splits: dict[str, str]) -> None:
         self._log("results").append([
             ResultRow(candidate=candidate.id, question_id=r.id, split=splits.get(r.id, "static"), category=r.category,
                       question=r.question, expected=r.expected, prediction=r.prediction, score=r.score, judge=r.judge,
@@ -169,8 +178,8 @@ class RunDir:
         self.write_calls(outcome.calls, candidate=candidate.id)
 
     @staticmethod
-    def _row(candidate, outcome, splits: dict[str, str], *, status: str, written: list[str] | None,
-             **fields) -> CandidateRow:
+    def _row(candidate: Candidate, outcome: EvalOutcome, splits: dict[str, str], *, status: str, written: list[str] | None,
+             **fields: Any) -> CandidateRow:
         report = outcome.report
         usage = [*report.llm.values(), *([report.embedding] if report.embedding else [])]
         rotating = [r.score for r in report.results if splits.get(r.id) == "rotating"]
@@ -195,7 +204,7 @@ class RunDir:
             self._log("llm_calls").append([LLMCallRow(**c.model_dump(), candidate=candidate, parent=parent)
                                            for c in calls])
 
-    def write_duplicate(self, candidate, duplicate_of: str, static_score: float | None) -> None:
+    def write_duplicate(self, candidate: Candidate, duplicate_of: str, static_score: float | None) -> None:
         """A candidate not evaluated because it repeats ``duplicate_of`` (the same source, or the same
         structure): the row carries that program's static score (None while it is still being evaluated). Its
         source is kept, for the lineage note that says what it changed."""
@@ -204,24 +213,24 @@ class RunDir:
             id=candidate.id, **candidate.log_fields(), status="duplicate", iteration=candidate.iteration,
             duplicate_of=duplicate_of, static_score=static_score))
 
-    def write_failed(self, candidate, error: str) -> None:
+    def write_failed(self, candidate: Candidate, error: str) -> None:
         """A candidate whose evaluation broke down (an evaluator raised or kept dying on it): recorded as
         that candidate's failure, so the run goes on and a resume never evaluates it again."""
         self._log("candidates").append(CandidateRow(
             id=candidate.id, **candidate.log_fields(), status="failed", iteration=candidate.iteration,
             fix_round=candidate.fix_round, violation_kind="evaluation_failed", violation_message=error[:4000]))
 
-    def write_live(self, live: dict) -> None:
+    def write_live(self, live: dict[str, Any]) -> None:
         """What is in flight right now, for ``status`` while the run is live (rewritten as it changes)."""
         write_atomic(self.path / layout.LIVE, json.dumps(live, indent=1).encode())
 
     def clear_live(self) -> None:
         (self.path / layout.LIVE).unlink(missing_ok=True)
 
-    def write_population_map(self, found) -> None:
+    def write_population_map(self, found: PopulationMap) -> None:
         write_atomic(self.path / layout.STRUCTURE, found.model_dump_json(indent=1).encode())
 
-    def write_summary(self, summary: dict) -> None:
+    def write_summary(self, summary: dict[str, Any]) -> None:
         write_atomic(self.path / layout.SUMMARY, json.dumps(summary, indent=1).encode())
 
     def write_best(self, source: str) -> None:

@@ -38,6 +38,8 @@ from mstar_ray.state.candidate import Seed
 from mstar_ray.state.search_state import SearchState
 from mstar_ray.structure.population_map import PopulationMap, map_population
 from mstar_ray.tasks.model import Task
+from mstar_ray.reflect.reflector import ReflectionOutcome
+from mstar_ray.reflect.request import ReflectionRequest
 
 LIVE_INTERVAL_S = 2.0  # live.json is rewritten at most this often
 
@@ -75,7 +77,7 @@ class SearchDriver:
         self._best_shown: str | None = None  # the incumbent whose interval the live line shows
         self._returned: Member | None = None  # the program the end of the search chose, once it has
         self._live_at = 0.0
-        self._live: dict | None = None
+        self._live: dict[str, Any] | None = None
         self.node_watch = NodeWatch()
 
     # ------------------------------------------------------------------------------------------ set-up
@@ -108,6 +110,7 @@ class SearchDriver:
             raise FatalRunError(
                 f"ray.reflector_cpus: {reflectors} reflectors need {reflectors * cfg.ray.reflector_cpus:g} CPUs but only "
                 f"{spare:g} remain beside {evaluators} evaluators; lower it (0 is fine: reflectors mostly wait)")
+        self.pool: WorkerPool[EvalJob | ReflectionRequest, EvalOutcome | ReflectionOutcome]
         self.pool = WorkerPool(self.workers or {"evaluate": self._new_evaluator, "reflect": self._new_reflector},
                                {"evaluate": evaluators, "reflect": reflectors})
         self.recorder = RunRecorder(self.run_dir, self.progress, self.shown)
@@ -121,16 +124,16 @@ class SearchDriver:
             f"{len(split.confirmation)} for confirmation, {len(split.test)} test questions; "
             f"{len(split.train_texts)} of {len(self.task.texts)} texts written ({len(split.evidence_texts)} for the "
             f"static evidence{evidence}); {evaluators} evaluators, {reflectors} reflectors")
-        if split.screen:
+        if split.screen and cfg.search.cascade is not None:  # a screen is drawn only for a cascade
             self.progress.message(f"cascade: every program is first evaluated on {len(split.screen)} of the static "
                                   f"questions with {len(split.screen_texts)} texts written (rule {cfg.search.cascade.rule})")
 
-    def _new_evaluator(self):
+    def _new_evaluator(self) -> Any:  # an EvaluatorActor handle
         return new_evaluator(self.config, self.cache.name, self.gateway.name, self.board_name)
 
-    def _new_reflector(self):
+    def _new_reflector(self) -> Any:  # a ReflectorActor handle
         cfg = self.config
-        return ReflectorActor.options(
+        return ReflectorActor.options(  # type: ignore[attr-defined]  # mypy does not apply class decorators: @ray.remote made it an ActorClass
             num_cpus=cfg.ray.reflector_cpus, max_restarts=cfg.ray.max_restarts, max_task_retries=cfg.ray.max_restarts,
         ).remote(cfg.search.reflector, cfg.llm, cfg.sandbox, cfg.search.max_repairs,
                  self.cache.name, self.gateway.name, str(self.run_dir.path), list(cfg.search.ensemble or ()))
@@ -165,7 +168,7 @@ class SearchDriver:
         self.shown.evaluating = sum(1 for work in running if work.kind == "evaluate")
         self.shown.reflecting = sum(1 for work in running if work.kind == "reflect")
         if jobs is None:
-            jobs = [work.payload for work in running if work.kind == "evaluate"]
+            jobs = [work.payload for work in running if work.kind == "evaluate" and isinstance(work.payload, EvalJob)]
         self.shown.in_flight = self._in_flight(jobs)
         for line in self.node_watch.look():
             self.progress.message(line)

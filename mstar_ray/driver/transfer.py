@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from mstar_ray.actors.wiring import RoleClients, probe_endpoints
 from mstar_ray.contract import inspect_program
@@ -31,6 +32,9 @@ from mstar_ray.tasks.model import Task
 from mstar_ray.families.task_registry import task_from_config
 
 MAX_ATTEMPTS = 3  # an evaluation whose evaluator dies this often is left empty, with the reason
+
+if TYPE_CHECKING:
+    from mstar_ray.actors.pool import WorkerPool
 
 
 @dataclass
@@ -117,7 +121,8 @@ class Crossing:
             scores=scores, errors=errors)
 
 
-def _evaluate(crossing: Crossing, pool, progress: Progress) -> tuple[list[list[float | None]], dict[str, str]]:
+def _evaluate(crossing: Crossing, pool: WorkerPool[EvalJob, EvalOutcome],
+              progress: Progress) -> tuple[list[list[float | None]], dict[str, str]]:
     """Every cell on the pool: an evaluator that dies is replaced and the cell re-issued (up to MAX_ATTEMPTS);
     an evaluation that raises leaves its cell empty with the reason."""
     from mstar_ray.search.loop.policy import WAIT_S
@@ -132,7 +137,7 @@ def _evaluate(crossing: Crossing, pool, progress: Progress) -> tuple[list[list[f
         while waiting and pool.idle("evaluate"):
             pool.submit(waiting.pop(0))
         for done in pool.next_finished(WAIT_S):
-            row, column = cell = done.work.tag
+            row, column = cell = cast(tuple[int, int], done.work.tag)  # every Work above was made with its cell
             where = f"{crossing.rows[ids[row]][0]} on {columns[column].task.name}"
             if isinstance(done, Crashed):
                 attempts[cell] = attempts.get(cell, 0) + 1
@@ -170,6 +175,7 @@ def run_transfer(run_dirs: list[str], task_configs: list[str], out: str, address
         cache, gateway = start_run_services(output, config.llm)
         cells = len(crossing.rows) * len(crossing.columns)
         size = pool_size(cells, config.ray.evaluator_cpus, resources, config.ray.evaluator_resources)
+        pool: WorkerPool[EvalJob, EvalOutcome]
         pool = WorkerPool({"evaluate": lambda: new_evaluator(config, cache.name, gateway.name)}, {"evaluate": size})
         progress.message(check_sandboxes(pool.all_actors()))
         progress.message(f"{len(crossing.rows)} programs x {len(crossing.columns)} tasks on {size} evaluators")

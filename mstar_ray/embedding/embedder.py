@@ -11,7 +11,10 @@ from typing import Protocol
 
 class Embedder(Protocol):
     name: str
-    dim: int
+
+    @property
+    def dim(self) -> int:  # read-only: a remote embedder learns it from its first reply
+        ...
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """One unit-length vector per text, in order."""

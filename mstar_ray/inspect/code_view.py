@@ -126,7 +126,7 @@ def diff_html(before: str, after: str, before_name: str, after_name: str) -> str
     return "<pre class='diff'>" + "".join(lines) + "</pre>"  # each line a block: no newline between them
 
 
-def diffs_section(nodes: dict[str, Node], returned: str, source: Callable[[str], str | None]) -> str:
+def diffs_section(nodes: dict[str, Node], returned: str, source: Callable[[str | None], str | None]) -> str:
     """Each child against its parent, the reflector's message beside it: the returned program's ancestry
     first (oldest change first), then the rest by static score, at most ``MAX_DIFFS``."""
     path = [n for n in reversed(ancestry(returned, nodes)) if nodes[n].parent]

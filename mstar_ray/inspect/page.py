@@ -8,6 +8,7 @@ import html
 import json
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 ASSETS = Path(__file__).with_name("assets")
 
@@ -60,7 +61,7 @@ def json_for_script(data: object) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
-def inline_views(snapshot: dict, only: list[str]) -> tuple[str, str]:
+def inline_views(snapshot: dict[str, Any], only: list[str]) -> tuple[str, str]:
     """(head, body) for the report: the style, plotly.js and views.js inlined, the snapshot as JSON, and a click
     that opens the clicked program's change further down the report."""
     head = (f"<style>{asset('page.css').decode()}</style><script>{plotly_js().decode()}</script>"

@@ -38,16 +38,20 @@ from mstar_ray.state.reflector_yield import run_arms, yield_lines  # noqa: E402
 from mstar_ray.state.replay import restore  # noqa: E402
 from mstar_ray.structure.population_map import PopulationMap, map_population  # noqa: E402
 from mstar_ray.structure.index import StructureIndex  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from mstar_ray.run_config import RunConfig  # noqa: E402
+from mstar_ray.runlog.schemas import CandidateRow, LLMCallRow  # noqa: E402
+from mstar_ray.search.population import Member  # noqa: E402
 
 
-def _png(fig) -> str:
+def _png(fig: Figure) -> str:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     return '<img src="data:image/png;base64,' + base64.b64encode(buffer.getvalue()).decode() + '">'
 
 
-def _time_cost_plot(rows, calls) -> str:
+def _time_cost_plot(rows: list[CandidateRow], calls: list[LLMCallRow]) -> str:
     fig, left = plt.subplots(figsize=(7, 3.5))
     start = min(r.finished_at for r in rows)
     left.plot([(r.finished_at - start).total_seconds() for r in rows], range(1, len(rows) + 1), color="tab:blue")
@@ -64,7 +68,7 @@ def _time_cost_plot(rows, calls) -> str:
     return _png(fig)
 
 
-def _category_plot(best, seeds) -> str:
+def _category_plot(best: CandidateRow, seeds: list[CandidateRow]) -> str:
     members = [("returned", best), *[(f"seed {s.commit_message.removeprefix('seed ')}", s) for s in seeds
                                      if s.id != best.id]]
     categories = sorted({c for _, m in members for c in m.category_scores})
@@ -79,7 +83,7 @@ def _category_plot(best, seeds) -> str:
     return _png(fig)
 
 
-def _stages_plot(best, seeds) -> str | None:
+def _stages_plot(best: CandidateRow, seeds: list[CandidateRow]) -> str | None:
     """Attributed failures per category, stacked by stage, for the best and each seed; None if not attributed."""
     members = [(label, m) for label, m in [("returned", best), *[(f"seed {s.commit_message.removeprefix('seed ')}", s)
                                                                   for s in seeds if s.id != best.id]] if m.stage_counts]
@@ -103,7 +107,7 @@ def _stages_plot(best, seeds) -> str | None:
     return _png(fig)
 
 
-def _utilisation_plot(rows) -> str:
+def _utilisation_plot(rows: list[CandidateRow]) -> str:
     fig, ax = plt.subplots(figsize=(7, 2.5))
     start = min(r.finished_at.timestamp() - r.wall_seconds for r in rows)
     workers = sorted({(r.node_id[:8], r.worker_pid) for r in rows})
@@ -116,7 +120,7 @@ def _utilisation_plot(rows) -> str:
     return _png(fig)
 
 
-def _population_map(run_dir: Path, members) -> PopulationMap | None:
+def _population_map(run_dir: Path, members: list[Member]) -> PopulationMap | None:
     """The run's own (``structure.json``, computed over the Ray cluster at the end), else computed here from the
     population so far (a live or interrupted run)."""
     stored = run_dir / layout.STRUCTURE
@@ -129,7 +133,7 @@ def _population_map(run_dir: Path, members) -> PopulationMap | None:
     return map_population(members, index, seed=config.search.seed)
 
 
-def _map_section(found: PopulationMap | None, rows, returned: str) -> str:
+def _map_section(found: PopulationMap | None, rows: list[CandidateRow], returned: str) -> str:
     if found is None:
         return "<p>(no program could be placed)</p>"
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -141,8 +145,8 @@ def _map_section(found: PopulationMap | None, rows, returned: str) -> str:
                             cmap="viridis", vmin=min(found.scores), vmax=max(found.scores) or 1.0,
                             marker=markers[cluster % len(markers)], s=30, edgecolors="black", linewidths=0.3,
                             label=f"cluster {cluster + 1}")
-        medoid = found.ids.index(found.medoids[cluster])
-        ax.annotate(str(cluster + 1), (xs[medoid], ys[medoid]), fontsize=9, weight="bold",
+        medoid_at = found.ids.index(found.medoids[cluster])
+        ax.annotate(str(cluster + 1), (xs[medoid_at], ys[medoid_at]), fontsize=9, weight="bold",
                     xytext=(4, 4), textcoords="offset points")
     if returned in found.ids:
         at = found.ids.index(returned)
@@ -159,17 +163,17 @@ def _map_section(found: PopulationMap | None, rows, returned: str) -> str:
                      f"<td>{sum(scores) / len(scores):.3f}</td><td><code>{medoid}</code> "
                      f"{html.escape(messages.get(medoid, ''))}</td></tr>")
     table.append("</table>")
-    children = [r for r in rows if r.novelty_parent is not None]
+    children = [r.novelty_parent for r in rows if r.novelty_parent is not None]
     sample = (f"<p>the clusters and the map of a sample of {len(found.ids)} of the {found.programs} programs: the "
               "best half by static score and a seeded draw of the rest</p>"
               if found.programs and found.programs > len(found.ids) else "")
     novelty = (f"<p>mean distance between programs {found.mean_distance:.3f}; silhouette {found.silhouette:.2f}; "
                f"children's median distance to their parent "
-               f"{sorted(r.novelty_parent for r in children)[len(children) // 2]:.3f}</p>" if children else "")
+               f"{sorted(children)[len(children) // 2]:.3f}</p>" if children else "")
     return _png(fig) + sample + "".join(table) + novelty
 
 
-def _pareto_section(config, split: Split, population: Population) -> str:
+def _pareto_section(config: RunConfig, split: Split, population: Population) -> str:
     """The members no other beats on every objective (search.pareto's), with their per-category static means:
     the parents ``parent_selection: pareto`` draws from, each weighted by the objectives it is best on."""
     members = population.members
@@ -229,7 +233,7 @@ def _transfer_section(run_dir: Path) -> str | None:
     return _png(fig) + f"<pre>{html.escape(matrix.text())}</pre>"
 
 
-def _seed_of(member_id: str, by_id: dict) -> str | None:
+def _seed_of(member_id: str, by_id: dict[str, Member]) -> str | None:
     current = by_id.get(member_id)
     while current is not None and current.parent is not None:
         current = by_id.get(current.parent)

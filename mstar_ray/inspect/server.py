@@ -20,6 +20,7 @@ from http import HTTPStatus
 from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
 from mstar_ray.exit_codes import InputError
@@ -54,7 +55,7 @@ class Snapshots:
     def __init__(self, run_dir: Path):
         self.run_dir, self.lock = run_dir, threading.Lock()
         self.key: str | None = None
-        self.data: dict | None = None
+        self.data: dict[str, Any] | None = None
         self.next_read = 0.0
         self.builds = 0  # how many times the logs were read (tests count them)
 
@@ -91,7 +92,7 @@ class PageServer(ThreadingHTTPServer):
 
     @property
     def url(self) -> str:
-        host, port = self.server_address[:2]
+        host, port = cast(tuple[str, int], self.server_address[:2])  # an AF_INET(6) socket's name: a str host
         shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{port}/" + (f"?token={self.token}" if self.token else "")
 
@@ -100,7 +101,7 @@ class Handler(BaseHTTPRequestHandler):
     server: PageServer
     server_version = "mstar-ray"
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 -- the base class's name
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 -- the base class's name
         pass  # a page polling every two seconds would fill the terminal of `run --serve`
 
     def _send(self, status: int, body: bytes, kind: str, extra: dict[str, str] | None = None) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from mstar_ray.inspect.figures import cache_text, score_text
 from mstar_ray.inspect.status import chosen, driver_alive, metrics, run_config_of
@@ -41,8 +42,9 @@ def phase(run_dir: Path) -> str:
     return "finished" if (run_dir / layout.SUMMARY).exists() else "interrupted"
 
 
-def _candidate(n: int, row: CandidateRow) -> dict:
-    interval = [row.static_low, row.static_high] if row.static_low is not None else None
+def _candidate(n: int, row: CandidateRow) -> dict[str, Any]:
+    interval = ([row.static_low, row.static_high] if row.static_low is not None and row.static_high is not None
+                else None)  # the two bounds are written together
     return {"n": n, "id": row.id, "parent": row.parent, "origin": row.origin, "message": row.commit_message,
             "status": row.status, "score": row.static_score, "interval": interval,
             "score_text": score_text(row.static_score, interval), "verdict": row.verdict,
@@ -50,13 +52,13 @@ def _candidate(n: int, row: CandidateRow) -> dict:
             "seconds": row.wall_seconds}
 
 
-def candidates(rows: list[CandidateRow]) -> list[dict]:
+def candidates(rows: list[CandidateRow]) -> list[dict[str, Any]]:
     """Every candidate fully evaluated (or found in violation, or failed), in the order evaluated, numbered from 1."""
     shown = [r for r in rows if r.status not in ("duplicate", "screened_out")]
     return [_candidate(n, row) for n, row in enumerate(shown, 1)]
 
 
-def best_line(shown: list[dict], returned: str | None, finished: bool) -> list[dict]:
+def best_line(shown: list[dict[str, Any]], returned: str | None, finished: bool) -> list[dict[str, Any]]:
     """What the run would return after each candidate: the incumbent (replaced only beyond the noise), and at the
     end of a finished run the program it did return (confirmation may pick a contender over the incumbent)."""
     line, current = [], None
@@ -72,7 +74,7 @@ def best_line(shown: list[dict], returned: str | None, finished: bool) -> list[d
     return line
 
 
-def progress(run_dir: Path, state: SearchState, target: int | None, run_phase: str) -> dict:
+def progress(run_dir: Path, state: SearchState, target: int | None, run_phase: str) -> dict[str, Any]:
     return {"phase": run_phase, "evaluated": state.evaluated, "target": target, "discarded": state.discarded,
             "violations": state.violations, "duplicates": state.duplicates, "screened_out": state.screened_out,
             "reflections": state.iterations,
@@ -80,7 +82,7 @@ def progress(run_dir: Path, state: SearchState, target: int | None, run_phase: s
             "reflecting": len(state.reflections) if run_phase != "finished" else 0}
 
 
-def in_flight(run_dir: Path, run_phase: str) -> list[dict]:
+def in_flight(run_dir: Path, run_phase: str) -> list[dict[str, Any]]:
     """The evaluations in flight as the driver last wrote them (``live.json``); none once it has stopped."""
     path = run_dir / layout.LIVE
     if run_phase != "running" or not path.exists():
@@ -91,14 +93,14 @@ def in_flight(run_dir: Path, run_phase: str) -> list[dict]:
         return []
 
 
-def nodes(rows: list[CandidateRow], flying: list[dict]) -> list[dict]:
+def nodes(rows: list[CandidateRow], flying: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each node that evaluated a candidate: how many, and the last it finished."""
     count = Counter(r.node_id[:8] for r in rows if r.node_id)
     last = {r.node_id[:8]: r.finished_at.isoformat(timespec="seconds") for r in rows if r.node_id}
     return [{"node": node, "evaluations": n, "last": last[node]} for node, n in count.most_common()]
 
 
-def failures(state: SearchState, returned: str | None) -> list[dict]:
+def failures(state: SearchState, returned: str | None) -> list[dict[str, Any]]:
     """Attributed failures by stage of the returned program and of the best seed."""
     members = {m.id: m for m in state.members}
     seeds = [m for m in state.members if m.origin == "seed"]
@@ -110,7 +112,7 @@ def failures(state: SearchState, returned: str | None) -> list[dict]:
     return [{"label": label, "id": m.id, "stages": stage_totals(m.results)} for label, m in shown if m is not None]
 
 
-def cost(state: SearchState, rows: list[CandidateRow]) -> dict:
+def cost(state: SearchState, rows: list[CandidateRow]) -> dict[str, Any]:
     """Spend and tokens (the usage a resume restores) and the evaluations' model and embedding requests answered
     from the run's cache (as the live line counts them), with the sentence every view prints."""
     hits, requests = sum(r.cache_hits for r in rows), sum(r.requests for r in rows)
@@ -119,7 +121,7 @@ def cost(state: SearchState, rows: list[CandidateRow]) -> dict:
             "requests": requests, "cache_hits": hits, "cache_text": cache_text(hits, requests)}
 
 
-def live(run_dir: Path, snap: dict) -> dict:
+def live(run_dir: Path, snap: dict[str, Any]) -> dict[str, Any]:
     """``snap`` with what changes between its rebuilds brought up to date: whether the driver lives and what it has
     in flight; ``version`` changes when anything shown does."""
     run_phase = phase(run_dir)
@@ -129,7 +131,7 @@ def live(run_dir: Path, snap: dict) -> dict:
     return {**snap, "progress": progress, "in_flight": flying, "version": f"{snap['version']}-{mark}"}
 
 
-def run_snapshot(run_dir: Path) -> dict:
+def run_snapshot(run_dir: Path) -> dict[str, Any]:
     """Everything the page shows, as of now."""
     config = run_config_of(run_dir)
     run_phase = phase(run_dir)
@@ -137,7 +139,8 @@ def run_snapshot(run_dir: Path) -> dict:
     rows = read_rows(run_dir, "candidates")
     summary = json.loads((run_dir / layout.SUMMARY).read_text()) if (run_dir / layout.SUMMARY).exists() else None
     shown = candidates(rows)
-    returned = seed_best = None
+    returned: dict[str, Any] | None = None
+    seed_best: dict[str, Any] | None = None
     if state.members:
         best, incumbent = chosen(run_dir, state)
         returned = {"id": best.id, "origin": best.origin, "message": best.commit_message, "score": best.score,
@@ -166,7 +169,7 @@ def run_snapshot(run_dir: Path) -> dict:
     }
 
 
-def change(run_dir: Path, candidate: str) -> dict | None:
+def change(run_dir: Path, candidate: str) -> dict[str, Any] | None:
     """One child against its parent, the reflector's message beside it (None for an unknown id)."""
     from mstar_ray.inspect.code_view import diff_lines
     from mstar_ray.runlog.sources import load_source

@@ -7,6 +7,7 @@ import fcntl
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from mstar_ray.exit_codes import InputError
 from mstar_ray.inspect.figures import cache_text, plural, score_text, shortened
@@ -14,6 +15,7 @@ from mstar_ray.run_config import RunConfig
 from mstar_ray.runlog import layout
 from mstar_ray.runlog.live import InFlight
 from mstar_ray.runlog.reader import read_rows
+from mstar_ray.runlog.schemas import LLMCallRow
 from mstar_ray.results import stage_totals
 from mstar_ray.search.population import Member
 from mstar_ray.search.selection import Incumbent, replay
@@ -47,10 +49,10 @@ def run_config_of(run_dir: Path) -> RunConfig:
     return RunConfig.model_validate(yaml.safe_load((run_dir / layout.CONFIG).read_text()))
 
 
-def tested(summary: dict, separator: str) -> str:
+def tested(summary: dict[str, Any], separator: str) -> str:
     """The test scores of the best program and the best seed, with each category's (seen and unseen games, a
     benchmark's themes) when the summary has them."""
-    def one(member: dict) -> str:
+    def one(member: dict[str, Any]) -> str:
         categories = member.get("test_categories") or {}
         shown = ", ".join(f"{c} {score:.3f}" for c, score in sorted(categories.items()))
         return score_text(member.get("test_score"), member.get("test_interval")) + (f" ({shown})" if len(categories) > 1
@@ -109,7 +111,7 @@ def _memory_line(run_dir: Path) -> str | None:
             f"evidence), holding {split.static_evidence:.0%} of the static questions' evidence")
 
 
-def _serving_lines(run_dir: Path, calls) -> list[str]:
+def _serving_lines(run_dir: Path, calls: list[LLMCallRow]) -> list[str]:
     """Each served model's replicas from the events log: where each ran, how long it took to start, how many
     calls it answered (``llm_calls.served_by``), and whether it is healthy, was lost mid-run or shut down."""
     replicas: dict[str, tuple[str, ReplicaRecord]] = {}  # by replica id: its last event's kind, its record

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from mstar_ray.inspect.figures import plural, score_text
 from mstar_ray.runlog import layout
 
 
-def summary_of(run_dir: Path) -> dict:
+def summary_of(run_dir: Path) -> dict[str, Any]:
     path = run_dir / layout.SUMMARY
     if not path.is_file():
         raise FileNotFoundError(f"{run_dir} has no {layout.SUMMARY}: the run did not finish")
-    return json.loads(path.read_text(encoding="utf-8"))
+    summary: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return summary
 
 
 def printable(text: str | None) -> str:
@@ -27,12 +29,12 @@ def printable(text: str | None) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def _member_line(label: str, member: dict) -> str:
+def _member_line(label: str, member: dict[str, Any]) -> str:
     return (f"  {label:<11}{member['id']:<18}{score_text(member['static_score'], member.get('static_interval')):<24}"
             f"{score_text(member.get('test_score'), member.get('test_interval'))}")
 
 
-def run_summary_text(run_dir: Path, summary: dict | None = None) -> str:
+def run_summary_text(run_dir: Path, summary: dict[str, Any] | None = None) -> str:
     s = summary if summary is not None else summary_of(run_dir)
     best, seed, selection = s["best"], s["best_seed"], s["selection"]
     message = printable(best.get("commit_message"))

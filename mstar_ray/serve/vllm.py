@@ -11,6 +11,8 @@ Not run by this project's tests: no GPU is available where they run (docs/howto/
 
 from __future__ import annotations
 
+from typing import Any
+
 import ray
 
 from mstar_ray.serve.config import ServedModel
@@ -18,7 +20,7 @@ from mstar_ray.serve.config import ServedModel
 PLACEMENT_GPU = 0.01  # what the deploying task asks, only to run where vLLM is installed
 
 
-def llm_config(model: ServedModel, options: dict) -> dict:
+def llm_config(model: ServedModel, options: dict[str, Any]) -> dict[str, Any]:
     """The ``LLMConfig`` fields: vLLM's own engine settings, Serve's replica settings. Serve LLM places each
     replica by its engine's GPUs (one per tensor-parallel rank), not by ``ray_actor_options``."""
     deployment = {key: value for key, value in options.items() if key != "ray_actor_options"}
@@ -30,7 +32,7 @@ def llm_config(model: ServedModel, options: dict) -> dict:
 
 
 @ray.remote(num_cpus=0, num_gpus=PLACEMENT_GPU)
-def _deploy_on_gpu_node(name: str, config: dict) -> None:
+def _deploy_on_gpu_node(name: str, config: dict[str, Any]) -> None:
     from ray import serve
     from ray.serve.llm import LLMConfig, build_openai_app
 
@@ -39,7 +41,7 @@ def _deploy_on_gpu_node(name: str, config: dict) -> None:
                    wait_for_ingress_deployment_creation=False, wait_for_applications_running=False)
 
 
-def deploy(model: ServedModel, options: dict, *, timeout_s: float) -> None:
+def deploy(model: ServedModel, options: dict[str, Any], *, timeout_s: float) -> None:
     """Hand the application to Serve from a GPU node; raises what the task raised there (vLLM not installed
     on that node, a config Serve LLM refuses), or ``GetTimeoutError`` when no GPU node came in ``timeout_s``."""
     ray.get(_deploy_on_gpu_node.remote(model.name, llm_config(model, options)), timeout=timeout_s)

@@ -4,9 +4,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import NamedTuple
+from typing import TypedDict
 
 from mstar_ray.program_id import program_id
 from mstar_ray.program_id import ProgramIdentity
+
+
+class LogFields(TypedDict):
+    """Where a candidate came from, as its candidates row and its 'submitted' event say it."""
+
+    parent: str | None
+    origin: str
+    commit_message: str
+    patch: str | None
+    edit_format: str | None
+    tolerances: list[str]
+    structural_key: str | None
+    novelty_parent: float | None
+    novelty_population: float | None
 
 
 class Candidate(ProgramIdentity):
@@ -18,7 +33,7 @@ class Candidate(ProgramIdentity):
     novelty_parent: float | None = None
     novelty_population: float | None = None
 
-    def log_fields(self) -> dict:
+    def log_fields(self) -> LogFields:
         """What every candidates row (and the 'submitted' event, for a resume) says about where it came from."""
         return {"parent": self.parent, "origin": self.origin, "commit_message": self.commit_message, "patch": self.patch,
                 "edit_format": self.edit_format, "tolerances": self.tolerances, "structural_key": self.structural_key,

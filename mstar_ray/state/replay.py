@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
 
 from mstar_ray.llm.ledger import RoleUsage
 from mstar_ray.results import ItemResult
 from mstar_ray.runlog.reader import read_rows
 from mstar_ray.runlog.schemas import CandidateRow
+from mstar_ray.runlog.schemas import EventRow
 from mstar_ray.runlog.sources import load_source
 from mstar_ray.state.candidate import Candidate
 from mstar_ray.state.reflector_yield import book
@@ -63,7 +67,7 @@ def restore(run_dir: Path) -> SearchState:
     return state
 
 
-def _whole(name: str, data: dict, run_dir: Path) -> Transition:
+def _whole(name: str, data: dict[str, Any], run_dir: Path) -> Transition:
     if isinstance(data.get("candidate"), dict):
         # A queued candidate's source is loaded only if it is still pending; a duplicate's is needed now.
         source = load_source(run_dir, data["candidate"]["id"]) if name == "Duplicate" else ""
@@ -108,16 +112,18 @@ def _usage(run_dir: Path) -> tuple[dict[str, RoleUsage], dict[str, RoleUsage]]:
     return usage, by_model
 
 
-def wall_seconds(events) -> float:
+def wall_seconds(events: Iterable[EventRow]) -> float:
     """The wall time of the processes that wrote ``events``: a ``resumed`` event starts a new process, and
     each process counts from its first event to its last (a killed process's time after its last event is
     not known)."""
-    total, first, last = 0.0, None, None
+    total = 0.0
+    first: datetime | None = None
+    last: datetime | None = None
     for event in sorted(events, key=lambda e: e.at):
         if first is None:
             first = event.at
-        elif event.kind == "resumed":
+        elif event.kind == "resumed" and last is not None:  # last is set whenever first is
             total += (last - first).total_seconds()
             first = event.at
         last = event.at
-    return total + ((last - first).total_seconds() if first is not None else 0.0)
+    return total + ((last - first).total_seconds() if first is not None and last is not None else 0.0)

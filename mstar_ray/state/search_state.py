@@ -8,6 +8,7 @@ rules of the search are written once.
 from __future__ import annotations
 
 import collections
+from typing import Any
 from dataclasses import dataclass, field
 
 from mstar_ray.llm.ledger import RoleUsage
@@ -82,7 +83,7 @@ class SearchState:
         """What a reflection on ``parent`` is shown: its line of descent, then every child tried from it."""
         entries = []
         for member in [*self.population.ancestors(parent.id), parent]:
-            before = self.population.get(member.parent).score if member.parent in self.population else None
+            before = self.population.get(member.parent).score if member.parent is not None and member.parent in self.population else None
             entries.append(LineageEntry(
                 id=member.id, relation="parent" if member is parent else "ancestor",
                 commit_message=member.commit_message, score=member.score,
@@ -117,7 +118,7 @@ class SearchState:
                     self.screened_out += 1
                     self._settle(candidate.id, None, "; that program was screened out")
                     if candidate.parent is not None:
-                        self._note(candidate, note=f"screened out: {score:.3f} on the cascade's slice of the static "
+                        self._note(candidate.parent, candidate, note=f"screened out: {score:.3f} on the cascade's slice of the static "
                                                    f"questions, below the {bar:.3f} needed to go on to the rest")
             case Evaluated():
                 self._evaluated(transition)
@@ -126,13 +127,13 @@ class SearchState:
                 self.violations += 1
                 self._settle(candidate.id, 0.0, f"; that program broke the contract at run time: {kind}")
                 if candidate.parent is not None:
-                    self._note(candidate, score=0.0, delta=-(self.score_of(candidate.parent) or 0.0),
+                    self._note(candidate.parent, candidate, score=0.0, delta=-(self.score_of(candidate.parent) or 0.0),
                                note=f"runtime violation: {kind}")
             case Failed(candidate=candidate, error=error):
                 self._finished(candidate)
                 self._settle(candidate.id, None, "; that program's evaluation failed")
                 if candidate.parent is not None:
-                    self._note(candidate, note=f"evaluation failed: {error[:200]}")
+                    self._note(candidate.parent, candidate, note=f"evaluation failed: {error[:200]}")
             case Duplicate():
                 self._duplicate(transition)
             case Discarded():
@@ -162,8 +163,8 @@ class SearchState:
         if candidate.origin != "seed":
             self.evaluated += 1
 
-    def _note(self, candidate: Candidate, **entry) -> None:
-        self.child_notes[candidate.parent].append(LineageEntry(
+    def _note(self, parent: str, candidate: Candidate, **entry: Any) -> None:
+        self.child_notes[parent].append(LineageEntry(
             id=candidate.id, relation="child", commit_message=candidate.commit_message, **entry))
 
     def _evaluated(self, done: Evaluated) -> None:
@@ -172,9 +173,9 @@ class SearchState:
         self.population.add(Member(**candidate.identity(), score=done.score, results=done.results,
                                    write_example=done.write_example, tokens=done.tokens))
         self._settle(candidate.id, done.score)
-        if candidate.origin != "seed" and candidate.parent in self.population:
+        if candidate.origin != "seed" and candidate.parent is not None and candidate.parent in self.population:
             parent = self.population.get(candidate.parent)
-            self._note(candidate, score=done.score, delta=done.score - parent.score,
+            self._note(candidate.parent, candidate, score=done.score, delta=done.score - parent.score,
                        changed=changed_pieces(parent.source, candidate.source))
 
     def _duplicate(self, done: Duplicate) -> None:
@@ -183,9 +184,9 @@ class SearchState:
             return
         self.duplicates += 1
         self._answered(candidate)
-        if candidate.parent in self.population:
+        if candidate.parent is not None and candidate.parent in self.population:
             parent = self.population.get(candidate.parent)
-            self._note(candidate, score=done.score, delta=None if done.score is None else done.score - parent.score,
+            self._note(candidate.parent, candidate, score=done.score, delta=None if done.score is None else done.score - parent.score,
                        changed=changed_pieces(parent.source, candidate.source),
                        note=f"{done.how} to a program {ALREADY_EVALUATED}: change something that matters")
             if done.score is None and done.original in self.pending:

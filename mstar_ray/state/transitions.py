@@ -8,6 +8,7 @@ lives in ``programs/`` and ``results``, found by the candidate's id.
 from __future__ import annotations
 
 from typing import Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -53,7 +54,7 @@ class Evaluated(_Transition):
     candidate: Candidate
     score: float  # the static score, the fitness
     results: list[ItemResult]
-    write_example: dict | None = None
+    write_example: dict[str, Any] | None = None
     tokens: int = 0  # what its evaluation's model calls took (Pareto selection's cost objective)
 
 

@@ -94,7 +94,7 @@ def classical_mds(D: np.ndarray, dims: int = 2) -> np.ndarray:
     B = -0.5 * centring @ (D**2) @ centring
     values, vectors = np.linalg.eigh((B + B.T) / 2)
     top = np.argsort(values)[::-1][:dims]
-    coords = vectors[:, top] * np.sqrt(np.clip(values[top], 0.0, None))
+    coords: np.ndarray = vectors[:, top] * np.sqrt(np.clip(values[top], 0.0, None))
     for axis in range(coords.shape[1]):
         peak = np.argmax(np.abs(coords[:, axis]))
         if coords[peak, axis] < 0:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numba
 import numpy as np
@@ -34,17 +35,18 @@ def _on_disk_cache() -> bool:
     user's cache folder (``~/.cache/mstar-ray/numba``), never beside this file: this file may be anywhere (a
     read-only install, a Ray job's copy of the checkout, which Ray may unpack again under a running job). With
     no usable folder (no home, a read-only one) the loops are compiled in each process instead, a second or two."""
-    if not numba.config.CACHE_DIR:
+    config: Any = numba.config  # numba sets its options on this module at import time, unseen by mypy
+    if not config.CACHE_DIR:
         try:
             base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
         except RuntimeError:  # no home directory
             return False
-        numba.config.CACHE_DIR = str(base / "mstar-ray" / "numba")
+        config.CACHE_DIR = str(base / "mstar-ray" / "numba")
     try:
-        Path(numba.config.CACHE_DIR).mkdir(parents=True, exist_ok=True)
+        Path(config.CACHE_DIR).mkdir(parents=True, exist_ok=True)
     except OSError:
         return False
-    return os.access(numba.config.CACHE_DIR, os.W_OK | os.X_OK)
+    return os.access(config.CACHE_DIR, os.W_OK | os.X_OK)
 
 
 _CACHE = _on_disk_cache()
@@ -169,12 +171,12 @@ def _zhang_shasha(labels_a: np.ndarray, sizes_a: np.ndarray, labels_b: np.ndarra
                         # match the last subtrees whole, at the cost found when they were keyroot pairs
                         best = min(best, forest[pa, leftmost_b[b] - lb] + tree[a, b])
                     forest[x, y] = best
-    return tree[n_a - 1, n_b - 1]
+    return tree[n_a - 1, n_b - 1]  # type: ignore[no-any-return]  # numpy types an element read as Any
 
 
 @numba.njit(cache=_CACHE)
-def _distance(labels_a, sizes_a, mirror_labels_a, mirror_sizes_a, labels_b, sizes_b, mirror_labels_b,
-              mirror_sizes_b) -> int:
+def _distance(labels_a: np.ndarray, sizes_a: np.ndarray, mirror_labels_a: np.ndarray, mirror_sizes_a: np.ndarray,
+              labels_b: np.ndarray, sizes_b: np.ndarray, mirror_labels_b: np.ndarray, mirror_sizes_b: np.ndarray) -> int:
     left = _keyroot_cells(sizes_a) * _keyroot_cells(sizes_b)
     right = _keyroot_cells(mirror_sizes_a) * _keyroot_cells(mirror_sizes_b)
     if right < left:

@@ -61,7 +61,7 @@ class Tree:
         return len(self.labels)
 
 
-def _parse(source: str) -> ast.Module:
+def _parse(source: str) -> ast.AST:
     """Within the checker's caps on the syntax tree (nodes, depth; ``contract.bounded_parse``): what the distance
     and the key cost is bounded by them, whatever reached the index."""
     try:

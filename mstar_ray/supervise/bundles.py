@@ -65,7 +65,7 @@ def _links(items: list[Piece]) -> list[Counter[int]]:
         for term in ts:
             if frequency[term] <= rare:
                 by_term.setdefault(term, []).append(i)
-    links = [Counter() for _ in items]
+    links: list[Counter[int]] = [Counter() for _ in items]
     for i in range(len(items) - 1):
         links[i][i + 1] += 2
         links[i + 1][i] += 2
@@ -92,7 +92,7 @@ def bundles(texts: list[RawText], count: int, seed: int = 0) -> list[Bundle]:
             break
         chosen, size = [start], len(items[start].text)
         while len(chosen) < MAX_PIECES:
-            near = Counter()
+            near: Counter[int] = Counter()
             for member in chosen:
                 near.update({j: w for j, w in links[member].items() if j not in chosen})
             best = min(near, key=lambda j: (-near[j], j), default=None)

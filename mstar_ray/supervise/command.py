@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from mstar_ray.actors.wiring import RoleClients, probe_endpoints
 from mstar_ray.exit_codes import EXIT_OK, InputError
 from mstar_ray.llm.settings import LLMSettings
+from mstar_ray.llm.cache import CacheStore
 from mstar_ray.supervise.llm_author import LLMAuthor
 from mstar_ray.supervise.offline_author import OfflineAuthor
 from mstar_ray.supervise.pipeline import supervise
@@ -23,7 +25,7 @@ REPORT = "supervise.json"
 ATTEMPTS = "attempts.jsonl"  # every bundle: the author's replies and why it was dropped, to audit the checks
 
 
-def history(task: str | None, data: str | None, **options) -> tuple[list[RawText], str]:
+def history(task: str | None, data: str | None, **options: Any) -> tuple[list[RawText], str]:
     """(the texts, where they came from): a task's texts, or a directory's texts.jsonl when no task is named."""
     if task is not None:
         loaded = load_task(task, data=data, **options)
@@ -34,7 +36,7 @@ def history(task: str | None, data: str | None, **options) -> tuple[list[RawText
 
 
 def run_supervise(texts: list[RawText], source: str, settings: LLMSettings, out: str, *, bundles: int, seed: int,
-                  train_share: float, cache=None) -> int:
+                  train_share: float, cache: CacheStore | None = None) -> int:
     if settings.task is not None:
         settings = probe_endpoints(settings)
     roles = RoleClients(settings, cache=cache)

@@ -90,7 +90,7 @@ def supervise(texts: list[RawText], author: Author, *, count: int, seed: int = 0
         question, attempt.rejected = read_question(attempt.question, plan)
         if question is None:
             continue
-        cited = [bundle.get(piece) for piece in plan.evidence]
+        cited = [p for piece in plan.evidence if (p := bundle.get(piece)) is not None]  # read_plan found each
         attempt.verification = author.verify(question, plan.answer_type, cited)[:REPLY_CHARS]
         attempt.rejected = read_verdict(attempt.verification, plan)
         if attempt.rejected is None and normalize_answer(question) in seen:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from typing import Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -60,7 +61,7 @@ def _flat(text: str) -> str:
     return " ".join(tx.fold_quotes(text).casefold().split())
 
 
-def _object(reply: str, what: str) -> tuple[dict | None, str | None]:
+def _object(reply: str, what: str) -> tuple[dict[str, Any] | None, str | None]:
     obj, _ = parse_json_object(reply)
     return (obj, None) if obj is not None else (None, f"{what}: not JSON")
 

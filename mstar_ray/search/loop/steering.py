@@ -14,6 +14,7 @@ from mstar_ray.reflect.guidance import guidance_id, rewrite_due, seed_texts
 from mstar_ray.reflect.reflector import ReflectionOutcome
 from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.run_config import RunConfig
+from mstar_ray.run_config import GuidanceConfig
 from mstar_ray.state.reflector_yield import arms_by, book, model_arms
 from mstar_ray.state.search_state import SearchState
 from mstar_ray.state.transitions import GuidanceRewritten, ReflectionStarted
@@ -42,7 +43,7 @@ class Steering:
                             self.config.llm.ensemble_exploration)
             request.model, model, reason = choice.model, choice.model, choice.reason
         if request.kind == "improve" and self.config.search.guidance is not None:
-            guidance = self._draw_guidance(request, state)
+            guidance = self._draw_guidance(request, state, self.config.search.guidance)
         return ReflectionStarted(iteration=request.iteration, kind=request.kind, model=model, reason=reason,
                                  guidance=guidance)
 
@@ -69,8 +70,7 @@ class Steering:
                      for k, v in texts.items()}
         return texts
 
-    def _draw_guidance(self, request: ReflectionRequest, state: SearchState) -> str:
-        cfg = self.config.search.guidance
+    def _draw_guidance(self, request: ReflectionRequest, state: SearchState, cfg: GuidanceConfig) -> str:
         texts = self.texts(state)
         arms = arms_by(state, state.guidance_of, list(texts))
         drawn = choose([a for a in arms if a.model in texts],
