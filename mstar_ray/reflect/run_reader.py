@@ -16,7 +16,6 @@ import json
 import re
 from pathlib import Path
 from typing import Any
-from typing import cast
 from collections.abc import Callable
 
 from mstar_ray.runlog import layout
@@ -134,14 +133,14 @@ class RunReader:
 
     def _rows(self) -> list[CandidateRow]:
         if self._candidates is None:
-            rows = cast(list[CandidateRow], read_rows(self.run_dir, "candidates"))  # read_rows validates by the table's model
+            rows = read_rows(self.run_dir, "candidates")
             self._candidates = [r for r in rows if r.status != "duplicate"]
         return self._candidates
 
     def _visible(self) -> list[ResultRow]:
         """The results a reflector may see: never a question that scores a program."""
         if self._results is None:
-            rows = cast(list[ResultRow], read_rows(self.run_dir, "results"))  # read_rows validates by the table's model
+            rows = read_rows(self.run_dir, "results")
             self._results = [r for r in rows
                              if r.question_id not in self.hidden and r.split not in HIDDEN_SPLITS]
         return self._results
