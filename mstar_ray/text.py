@@ -96,11 +96,37 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
+def _is_vowel(word: str, i: int) -> bool:
+    """A "y" after a consonant is a vowel ("try"), after a vowel or first a consonant ("yes", "play")."""
+    c = word[i]
+    if c in "aeiou":
+        return True
+    return c == "y" and i > 0 and not _is_vowel(word, i - 1)
+
+
+def _one_short_syllable(word: str) -> bool:
+    """One vowel group closed by one consonant that is not w, x or y: "car", "hop", "plan", "strip".
+
+    Such a word may be a word of its own beside the same letters with a silent "e" ("car"/"care",
+    "hop"/"hope"), so the "e" is meaning, not inflection; with more syllables, or a closing
+    consonant pair ("breath"), the "e" is only spelling.
+    """
+    if len(word) < 3 or word[-1] in "wxy":
+        return False
+    if _is_vowel(word, len(word) - 1) or not _is_vowel(word, len(word) - 2) or _is_vowel(word, len(word) - 3):
+        return False
+    kinds = "".join("v" if _is_vowel(word, i) else "c" for i in range(len(word)))
+    return len(re.findall(r"v+c+", kinds)) == 1
+
+
 def stem(word: str) -> str:
     """A light suffix stripper: "adopted"/"adopts"/"adopting"/"adoption" -> "adopt".
 
-    Deliberately crude (no Porter rules): both sides of every comparison go through it, so only
-    consistency matters, and the vowel check keeps short words like "thing" or "bring" intact.
+    Deliberately crude (a few rules, not Porter's): both sides of every comparison go through it, so only
+    consistency matters, and the vowel check keeps short words like "thing" or "bring" intact. One rule
+    keeps different words apart: a silent "e" after one short syllable stays ("care" -> "care", never
+    "car"), and "-ed"/"-ing" leaving such a syllable gets its "e" back ("caring" -> "care", "hoping" ->
+    "hope") unless a doubled consonant says it had none ("hopping" -> "hop").
     """
     w = word.lower()
     if len(w) <= 3 or not w.isalpha():
@@ -109,6 +135,7 @@ def stem(word: str) -> str:
         w = w[:-3] + "y"
     elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
         w = w[:-1]
+    verb_ending = False
     for suffix in ("ingly", "edly", "ing", "ied", "ed", "ion", "ly"):
         if w.endswith(suffix):
             rest = w[: -len(suffix)]
@@ -116,11 +143,15 @@ def stem(word: str) -> str:
                 rest += "y"
             if len(rest) >= 3 and _VOWEL_RE.search(rest):
                 w = rest
+                verb_ending = suffix in ("ingly", "edly", "ing", "ed")
             break
     if len(w) >= 4 and w[-1] == w[-2] and w[-1] not in "aeiouylsz":
-        w = w[:-1]  # "running" -> "runn" -> "run"
+        return w[:-1]  # "running" -> "runn" -> "run"
     if len(w) > 3 and w.endswith("e"):
-        w = w[:-1]  # "live"/"lived"/"living" all meet at "liv"
+        # "live"/"lived"/"living" all meet at "live"; "complete"/"completed" at "complet"
+        return w if _one_short_syllable(w[:-1]) else w[:-1]
+    if verb_ending and _one_short_syllable(w):
+        return w + "e"
     return w
 
 

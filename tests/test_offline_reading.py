@@ -86,3 +86,17 @@ def test_two_hops_resolve_the_person_named_by_a_relation_then_answer_about_them(
 
 def test_without_an_embedding_model_nothing_is_lent() -> None:
     assert meaning.similarities("car", ["Fiat"]) is None
+
+
+CARE = """[4 March 2021]
+Olivia: I drive a little Toyota to work every day.
+Ines: Sure, take care!
+[8 June 2022]
+Olivia: Today I traded in the Toyota for a second-hand Fiat.
+Ines: Sure, take care on the roads!"""
+
+
+def test_a_word_that_only_looks_like_the_asked_kind_does_not_stand_in_for_it(minilm: CachedEmbedder) -> None:
+    # "care" is not "car": matched by words it hid the statements a model reads for a car.
+    with meaning.lent(minilm):
+        assert answer_from_context(CARE, "Which car does Olivia currently own?") == "Fiat"

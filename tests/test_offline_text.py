@@ -65,6 +65,36 @@ def test_stem_conflates_inflections(group: list[str]) -> None:
     assert len({tx.stem(w) for w in group}) == 1, {w: tx.stem(w) for w in group}
 
 
+@pytest.mark.parametrize(
+    "group",
+    [
+        ["care", "cares", "cared", "caring"],
+        ["hope", "hopes", "hoped", "hoping"],
+        ["hop", "hops", "hopped", "hopping"],
+        ["plane", "planes"],
+        ["plan", "plans", "planned", "planning"],
+        ["bake", "baked", "baking"],
+        ["complete", "completed", "completing"],
+    ],
+)
+def test_stem_conflates_inflections_of_silent_e_words(group: list[str]) -> None:
+    assert len({tx.stem(w) for w in group}) == 1, {w: tx.stem(w) for w in group}
+
+
+# A word of one short syllable and the same letters with a silent "e" are different words: stripping the "e"
+# made "Which car does Olivia currently own?" match "Sure, take care!" by words, so the meaning path never ran.
+_SILENT_E_PAIRS = [("car", "care"), ("hop", "hope"), ("plan", "plane"), ("tim", "time"), ("hat", "hate"),
+                   ("rid", "ride"), ("hid", "hide"), ("cut", "cute"), ("kit", "kite"), ("win", "wine"),
+                   ("pin", "pine"), ("hug", "huge"), ("ton", "tone"), ("not", "note"), ("bit", "bite")]
+
+
+@pytest.mark.parametrize(("bare", "with_e"), _SILENT_E_PAIRS)
+def test_stem_keeps_a_short_word_apart_from_its_silent_e_twin(bare: str, with_e: str) -> None:
+    forms_bare = {tx.stem(w) for w in (bare, bare + "s", bare + bare[-1] + "ed", bare + bare[-1] + "ing")}
+    forms_e = {tx.stem(w) for w in (with_e, with_e + "s", with_e + "d", with_e[:-1] + "ing")}
+    assert not forms_bare & forms_e, (sorted(forms_bare), sorted(forms_e))
+
+
 def test_stem_leaves_short_and_vowelless_remainders_alone() -> None:
     assert tx.stem("thing") == "thing"
     assert tx.stem("bring") == "bring"

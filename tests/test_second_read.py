@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import ast
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mstar_ray.contract import check_source
 from mstar_ray.reflect.offline import READ_LIMIT, NoMutation, fuse_keyword_scores, second_read
+from mstar_ray.reflect.offline.evidence import _reached
 from mstar_ray.reflect.offline.reflective import cues
 from mstar_ray.reflect.request import Case
 
@@ -107,3 +110,30 @@ def test_fusion_after_a_second_read_keeps_within_the_cap() -> None:
     text = "\n".join(f"Olivia: line {i} about the budgie Fennel" for i in range(80))[:READ_LIMIT]
     fused = scope["fuse_by_query"](text, "Fennel")
     assert len(fused) <= len(text) and fused.startswith("Olivia: line")
+
+
+SEEDS = sorted((Path(__file__).resolve().parents[1] / "seeds").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", SEEDS, ids=[p.stem for p in SEEDS])
+def test_a_read_that_asks_the_toolkit_model_is_never_read_twice(path: Path) -> None:
+    # The contract allows one toolkit call per read(): a second read of such a read() broke it
+    # ("2 toolkit LLM calls in one read(); at most 1 allowed", a quickstart best-of-N run).
+    source = path.read_text()
+    if "llm_completion" not in source:
+        pytest.skip("no toolkit model call in this seed")
+    try:
+        child = second_read(source, random.Random(0)).source
+    except NoMutation:
+        return
+    reached = _reached(ast.parse(child))
+    assert not any(isinstance(n, ast.Attribute) and n.attr == "llm_completion" for fn in reached for n in ast.walk(fn))
+
+
+def test_a_read_asking_the_model_through_a_helper_is_not_read_twice() -> None:
+    asking = PROGRAM.replace("        self.lines = []", "        self.lines = []\n        self.toolkit = toolkit").replace(
+        '        return "\\n".join(ranked[:TOP])', '        return self._ask("\\n".join(ranked[:TOP]))\n\n'
+        '    def _ask(self, lines):\n        return self.toolkit.llm_completion(lines)')
+    assert "llm_completion" in asking
+    with pytest.raises(NoMutation, match="toolkit model"):
+        second_read(asking, random.Random(0))

@@ -8,7 +8,8 @@ entity; this edit does the same over any program: ``read()`` becomes a helper me
 said the line that holds "Fennel", or a name written on it), calls it again with that name in place of the
 question's own names, and returns the lines of both results, alternating, each once, within what ``read()``
 may return (``READ_LIMIT`` characters, or the longer of the two if a read already returned more). A question without a relation word ("who", "whose", "owner") reads once, as
-before.
+before. A ``read()`` that asks the toolkit model (itself or through what it calls) is not read twice: a second
+read would ask it twice, and the contract allows one toolkit call per ``read()``.
 
 The helpers go into the program as plain functions without imports; the second Query is built with the program's
 own ``Query`` class, every ``str`` field about the name, the other fields as they were.
@@ -24,6 +25,7 @@ from mstar_ray.contract import LOGIC_CLASS
 from mstar_ray.reflect.offline.engine import (
     READ_LIMIT, _Edit, Mutation, NoMutation, _apply, _bindings, _indent_of, _methods, _module_class, _Source, _valid,
 )
+from mstar_ray.reflect.offline.evidence import _reached
 from mstar_ray.reflect.offline.lines import _returns
 from mstar_ray.reflect.offline.writes import _constant_insertion
 
@@ -88,6 +90,12 @@ def {MERGE}(first, second):
 '''
 
 
+def _asks_model(tree: ast.Module) -> bool:
+    """Whether read(), or a method or function it reaches, calls the toolkit's model."""
+    return any(isinstance(node, ast.Attribute) and node.attr == "llm_completion"
+               for fn in _reached(tree) for node in ast.walk(fn))
+
+
 def second_read(source: str, rng: random.Random, *, avoid: Collection[str] = ()) -> Mutation:
     """Make ``read()`` read a second time for the person a question names by a relation (once per program)."""
     parsed = _Source(source)
@@ -98,6 +106,8 @@ def second_read(source: str, rng: random.Random, *, avoid: Collection[str] = ())
         raise NoMutation("the program has no read() to repeat")
     if HOP in methods or {BRIDGE, REQUERY, MERGE, "SECOND_READ_CHARS"} & set(_bindings(parsed.tree)):
         raise NoMutation("read() already reads a second time")
+    if _asks_model(parsed.tree):
+        raise NoMutation("read() asks the toolkit model: a second read would ask it again, over its one call")
     if not any(r.value is not None and not isinstance(r.value, ast.Constant) for r in _returns(read)):
         raise NoMutation("read() returns nothing but literals: a second read would find nothing more")
     params = read.args.args
