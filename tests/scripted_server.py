@@ -103,7 +103,9 @@ class ScriptedServer:
                 request = json.loads(self.rfile.read(length) or b"{}")
                 with server._lock:
                     server.requests += 1
-                    meeting = server._meeting if server._meeting and server.requests <= server._meeting.parties else None
+                    meeting = server._meeting
+                    if meeting is not None and server.requests > meeting.parties:
+                        meeting = None
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                     server.started_at.append(time.monotonic())
