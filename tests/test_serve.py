@@ -161,8 +161,9 @@ def test_a_proxy_that_serve_replaces_while_it_starts_is_waited_for(local_ray):
         while time.monotonic() < deadline and not killed:
             for actor in ray.util.list_named_actors(all_namespaces=True):
                 if actor["name"].startswith("SERVE_PROXY_ACTOR"):
-                    ray.kill(ray.get_actor(actor["name"], namespace=actor["namespace"]), no_restart=True)
-                    killed.append(actor["name"])
+                    proxy = ray.get_actor(actor["name"], namespace=actor["namespace"])
+                    ray.kill(proxy, no_restart=True)
+                    killed.append(proxy._actor_id.hex())
                     return
             time.sleep(0.02)
 
@@ -175,6 +176,6 @@ def test_a_proxy_that_serve_replaces_while_it_starts_is_waited_for(local_ray):
     assert len(killed) == 1
     assert any("HTTP proxy did not start in time (ActorDiedError)" in m for m in messages), messages
     proxies = details().proxies.values()
-    assert [p.actor_name for p in proxies] != killed and {p.status.value for p in proxies} == {"HEALTHY"}
+    assert [p.actor_id for p in proxies] != killed and {p.status.value for p in proxies} == {"HEALTHY"}  # another
     assert [c.kind for c in started] == ["started"]
     serving.stop()
