@@ -7,8 +7,8 @@ prompt another candidate (or the host, for another candidate) sent just before m
 
 Per round: a planter sends a long prompt of its own; then a prober sends either that same prompt (planted) or
 a fresh one of the same shape (unplanted), one token each, and its request is timed. The server's own log
-says how many prompt tokens each request evaluated; the rest it reused (counted, not timed). planted/unplanted far below 1 says the
-prober can tell what was sent before it.
+says how many prompt tokens each request evaluated; the rest it reused (counted, not timed).
+planted/unplanted far below 1 says the prober can tell what was sent before it.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python scripts/bench_prompt_cache_channel.py [--rounds 5] [--words 300]
 """
