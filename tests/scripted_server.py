@@ -23,11 +23,16 @@ class ScriptedServer:
     model: the same request gets the same reply whatever order requests come in); ``latency_for(messages)``
     likewise sets each request's latency (replies then come back out of order). A reply may be a list of
     tool calls, ``[{"name": ..., "arguments": {...}}]``, answered as the OpenAI tools API does (each request's
-    ``tools`` are kept in ``tools``)."""
+    ``tools`` are kept in ``tools``). ``meet``: the first ``meet`` requests are held until all of them are in
+    flight at once (or ``meet_timeout_s`` passes, below a client's 60 s timeout), so overlap is shown whatever
+    the machine's load, not hoped for from a latency."""
 
     def __init__(self, *, latency_s: float = 0.0, reply: str = '{"answer": "ok"}', reply_for=None, latency_for=None,
-                 context_chars: int | None = None, get_json: dict[str, object] | None = None):
+                 context_chars: int | None = None, get_json: dict[str, object] | None = None, meet: int = 0,
+                 meet_timeout_s: float = 50.0):
         self.latency_s = latency_s
+        self._meeting = threading.Barrier(meet, timeout=meet_timeout_s) if meet else None
+        self.met = False  # the first ``meet`` requests were all in flight at once
         self.reply = reply
         self.reply_for = reply_for
         self.latency_for = latency_for
@@ -98,6 +103,9 @@ class ScriptedServer:
                 request = json.loads(self.rfile.read(length) or b"{}")
                 with server._lock:
                     server.requests += 1
+                    meeting = server._meeting
+                    if meeting is not None and server.requests > meeting.parties:
+                        meeting = None
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                     server.started_at.append(time.monotonic())
@@ -115,6 +123,12 @@ class ScriptedServer:
                         if server.latency_for is not None:
                             latency = server.latency_for(request["messages"])
                 try:
+                    if meeting is not None:
+                        try:
+                            meeting.wait()
+                            server.met = True
+                        except threading.BrokenBarrierError:  # they never overlapped: ``met`` stays False
+                            pass
                     time.sleep(latency)
                 finally:
                     # counted out before the reply is written: a client holding its reply may send its next

@@ -67,12 +67,14 @@ def test_a_worker_on_another_node_hits_what_one_node_wrote(two_nodes, tmp_path):
 
 def test_the_concurrency_limit_holds_across_nodes(two_nodes, tmp_path):
     cluster, worker = two_nodes
-    with ScriptedServer(latency_s=0.3) as server:
+    # The first two requests are held until both are in flight (on a busy machine the tasks may otherwise never
+    # overlap); the rest keep a latency so that a third admitted beside them would be seen.
+    with ScriptedServer(latency_s=0.3, meet=2) as server:
         config = EndpointConfig(base_url=server.base_url, model="scripted", max_concurrency=2)
         _, gateway = start_run_services(tmp_path, LLMSettings(task=config))
         nodes = [worker.node_id, cluster.head_node.node_id]
         ray.get([ask.options(scheduling_strategy=on(nodes[i % 2])).remote(server.base_url, gateway, i) for i in range(8)])
-        assert server.requests == 8 and server.max_in_flight == 2
+        assert server.met and server.requests == 8 and server.max_in_flight == 2
         assert gateway.snapshot().by_role["task"].calls == 8
 
 

@@ -122,9 +122,13 @@ def kill_replica(record) -> None:
 def test_a_call_in_flight_on_a_replica_that_dies_is_retried_and_answered_by_its_replacement(local_ray):
     serving = Serving(serve_config(local_ray), lambda message: None)
     [started] = serving.start(local_ray=True)
-    # retries enough to outlast the replacement replica loading its model on a loaded machine (four were not)
+    # The retry after the loss waits in Serve's proxy until the replacement has loaded its model, then for its
+    # answer: the attempt's timeout is a bound far above that, not a latency. With the unmeasured default (60 s),
+    # beside two busy loops, four attempts in a row were cut off: a reload plus 200 tokens took longer, and
+    # llama.cpp's server finishes a non-streamed completion whose client left, so each next attempt queued
+    # behind the one abandoned before it.
     settings = LLMSettings.model_validate(
-        {"task": {"served": "smollm2", "max_tokens": 200, "max_retries": 10}}).at_served(serving.urls)
+        {"task": {"served": "smollm2", "max_tokens": 200, "timeout_s": 1200}}).at_served(serving.urls)
     client = LLMClient(ChatEndpoint("task", settings.task))
     answer: dict = {}
     prompt = [{"role": "user", "content": "Write a long story about a lighthouse keeper and the sea."}]
@@ -132,7 +136,7 @@ def test_a_call_in_flight_on_a_replica_that_dies_is_retried_and_answered_by_its_
     caller.start()
     wait_until_busy([started.record.pid])
     kill_replica(started.record)
-    caller.join(timeout=300)
+    caller.join(timeout=1800)  # a bound for a hang, beyond the attempt's own
     assert answer["reply"].text and answer["reply"].retries >= 1
     [call] = client.drain_calls()
     assert call.retries >= 1 and call.served_by not in (None, started.record.replica_id)
@@ -144,4 +148,36 @@ def test_a_call_in_flight_on_a_replica_that_dies_is_retried_and_answered_by_its_
     assert [(c.kind, c.record.replica_id) for c in changes if c.kind == "failed"] == [
         ("failed", started.record.replica_id)]
     assert call.served_by in {c.record.replica_id for c in changes if c.kind == "started"}
+    serving.stop()
+
+
+def test_a_proxy_that_serve_replaces_while_it_starts_is_waited_for(local_ray):
+    """On a busy machine Serve's controller kills a proxy not ready within 5 s and starts another, while
+    ``serve.start`` waits on the first and raises (seen beside two busy loops: the run ended with an internal
+    error). Here the first proxy is killed as soon as it is named, before its process can be ready."""
+    serve.shutdown()
+    killed: list[str] = []
+
+    def kill_the_first_proxy() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not killed:
+            for actor in ray.util.list_named_actors(all_namespaces=True):
+                if actor["name"].startswith("SERVE_PROXY_ACTOR"):
+                    proxy = ray.get_actor(actor["name"], namespace=actor["namespace"])
+                    ray.kill(proxy, no_restart=True)
+                    killed.append(proxy._actor_id.hex())
+                    return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_the_first_proxy, daemon=True)
+    killer.start()
+    messages: list[str] = []
+    serving = Serving(serve_config(local_ray), messages.append)
+    started = serving.start(local_ray=True)
+    killer.join(timeout=30)
+    assert len(killed) == 1
+    assert any("HTTP proxy did not start in time (ActorDiedError)" in m for m in messages), messages
+    proxies = details().proxies.values()
+    assert [p.actor_id for p in proxies] != killed and {p.status.value for p in proxies} == {"HEALTHY"}  # another
+    assert [c.kind for c in started] == ["started"]
     serving.stop()

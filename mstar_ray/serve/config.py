@@ -111,8 +111,8 @@ class ServeConfig(_Section):
                        "same settings for a model reuses them (on a cluster: a local Ray ends with the run)")
     host: str = Field("0.0.0.0", description="where Serve's HTTP proxy listens (every node's workers must reach it)")
     port: int = Field(8000, gt=0, lt=65536, description="Serve's HTTP port (a Serve already running keeps its own)")
-    start_timeout_s: float = Field(900.0, gt=0, description="how long to wait for every replica to be healthy "
-                                   "(an autoscaling cluster may first have to add the nodes)")
+    start_timeout_s: float = Field(900.0, gt=0, description="how long to wait for Serve's proxy and every replica "
+                                   "to be healthy (an autoscaling cluster may first have to add the nodes)")
 
     @model_validator(mode="after")
     def _unique_names(self) -> ServeConfig:

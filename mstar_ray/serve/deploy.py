@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import ray
 from ray import serve
-from ray.serve.schema import ServeInstanceDetails
-from ray.serve.schema import ApplicationDetails
-from typing import Any
+from ray.serve.schema import ApplicationDetails, ProxyStatus, ServeInstanceDetails
 
 from mstar_ray.llm.errors import EndpointError
 from mstar_ray.serve import fit
@@ -82,7 +81,7 @@ class Serving:
         added, so what cannot fit is refused at once; on a cluster the autoscaler may add nodes, so the wait
         decides (``start_timeout_s``). Raises ``ServeError`` naming the model's key."""
         self._check_fit(local_ray, beside or {})
-        serve.start(http_options={"host": self.config.host, "port": self.config.port}, proxy_location="HeadOnly")
+        self._start_serve()
         found = details()
         targets = []
         for index, model in enumerate(self.config.models):
@@ -107,6 +106,32 @@ class Serving:
         started = self._wait()
         self.urls = {model.name: self._url(model) for model in self.config.models}
         return started
+
+    def _start_serve(self) -> None:
+        """Serve's controller and its HTTP proxy, the proxy healthy, within ``start_timeout_s``. ``serve.start``
+        waits on the first proxy actor only, and the controller gives a proxy 5 s to say it is ready before it
+        kills it and starts another: on a busy machine ``serve.start`` then raises (the actor killed) while Serve
+        goes on. Starting again connects to that controller; then wait for the proxy Serve itself reports
+        healthy, so the run's first calls find it."""
+        deadline = time.monotonic() + self.config.start_timeout_s
+        while True:
+            try:
+                http = {"host": self.config.host, "port": self.config.port}
+                serve.start(http_options=http, proxy_location="HeadOnly")
+                break
+            except (ray.exceptions.RayActorError, TimeoutError) as exc:
+                if time.monotonic() > deadline:
+                    raise ServeError(f"serve: Ray Serve's HTTP proxy did not start within "
+                                     f"{self.config.start_timeout_s:g} s (serve.start_timeout_s): "
+                                     f"{type(exc).__name__}: {exc}") from None
+                self.say(f"serve: Ray Serve's HTTP proxy did not start in time ({type(exc).__name__}); "
+                         "waiting for the one Serve starts next")
+                time.sleep(POLL_S)
+        while not any(p.status == ProxyStatus.HEALTHY for p in details().proxies.values()):
+            if time.monotonic() > deadline:
+                raise ServeError(f"serve: Ray Serve's HTTP proxy not healthy after {self.config.start_timeout_s:g} s "
+                                 "(serve.start_timeout_s)")
+            time.sleep(POLL_S)
 
     @staticmethod
     def _deploy(models: list[ServedModel]) -> None:
