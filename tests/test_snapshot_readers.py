@@ -200,7 +200,8 @@ def test_the_score_equals_the_serial_protocols_for_reads_that_change_nothing():
         assert runs[0].score == runs[1].score
         assert [r.context for r in runs[0].results] == [r.context for r in runs[1].results]
     carrier = MUTATING
-    forward, backward = (evaluate(carrier, task, OfflineBackend(), HashingEmbedder(), items=items)
+    forked = EvalConcurrency(in_flight=1, episodes=1, readers=4)  # the offline agent's own default reads serially
+    forward, backward = (evaluate(carrier, task, OfflineBackend(), HashingEmbedder(), items=items, concurrency=forked)
                          for items in (None, list(reversed(task.items))))
     assert {r.id: r.context for r in forward.results} == {r.id: r.context for r in backward.results}
 
