@@ -636,7 +636,9 @@ class Sandbox:
                 return future.result(timeout=max(0.0, min(remaining, EXCUSE_LOOK_S)))
             except concurrent.futures.TimeoutError:
                 if future.done():
-                    raise  # the work's own timeout, not ours
+                    # finished after the wait gave up and before this look (a race a busy machine makes likely):
+                    # its own value, or its own exception (a timeout of its own among them), never the wait's
+                    return future.result()
                 if time.monotonic() < deadline + min(clock.seconds, self.limits.queued_max_s):
                     continue  # within the deadline, counting the queued time it excuses (which may have grown)
                 cancelled.set()
