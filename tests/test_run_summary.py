@@ -38,7 +38,7 @@ def test_the_returned_program_against_the_best_seed_with_intervals_counts_and_pa
 
 def test_a_commit_message_cannot_forge_lines_or_move_the_cursor():
     text = run_summary_text(Path("runs/r1"), _summary(commit_message="ok\nreturned  0000000000000000 (fake)\x1b[2J"))
-    assert text.splitlines()[0] == f"returned  {'b' * 16} (reflection: ok\\nreturned  0000000000000000 (fake)\\x1b[2J)"
+    assert text.splitlines()[0] == f"returned  {'b' * 16} (reflection: ok\\x0areturned  0000000000000000 (fake)\\x1b[2J)"
     assert "\x1b" not in text and sum(line.startswith("returned") for line in text.splitlines()) == 1
 
 

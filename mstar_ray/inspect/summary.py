@@ -11,6 +11,7 @@ from typing import Any
 
 from mstar_ray.inspect.figures import plural, score_text
 from mstar_ray.runlog import layout
+from mstar_ray.terminal import printable
 
 
 def summary_of(run_dir: Path) -> dict[str, Any]:
@@ -21,14 +22,6 @@ def summary_of(run_dir: Path) -> dict[str, Any]:
     return summary
 
 
-def printable(text: str | None) -> str:
-    """Candidate text (a reflector's commit message) on one terminal line: control characters and line breaks
-    shown escaped, so a message cannot move the cursor or forge lines of this summary."""
-    if not text:
-        return ""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def _member_line(label: str, member: dict[str, Any]) -> str:
     return (f"  {label:<11}{member['id']:<18}{score_text(member['static_score'], member.get('static_interval')):<24}"
             f"{score_text(member.get('test_score'), member.get('test_interval'))}")
@@ -37,10 +30,10 @@ def _member_line(label: str, member: dict[str, Any]) -> str:
 def run_summary_text(run_dir: Path, summary: dict[str, Any] | None = None) -> str:
     s = summary if summary is not None else summary_of(run_dir)
     best, seed, selection = s["best"], s["best_seed"], s["selection"]
-    message = printable(best.get("commit_message"))
+    message = printable(best.get("commit_message") or "", lines=False)
     lines = [
         f"returned  {best['id']} ({message if best['origin'] == 'seed' else best['origin'] + ': ' + message})",
-        f"chosen by {selection['rule']}: {printable(selection['how'])}",
+        f"chosen by {selection['rule']}: {printable(selection['how'], lines=False)}",
         "",
         f"  {'':<11}{'program':<18}{'static [95% interval]':<24}test [95% interval]   ({s['metric']})",
         _member_line("returned", best),
