@@ -344,6 +344,18 @@ def test_the_page_off_loopback_needs_its_token_and_on_loopback_refuses_other_hos
         open_here.shutdown()
 
 
+def test_a_page_on_every_address_prints_this_machines_name_not_the_wildcard(finished_run):
+    import socket
+
+    from mstar_ray.inspect.server import start
+
+    everywhere = start(finished_run, "0.0.0.0", 0, token="s3cret-token")
+    try:
+        assert everywhere.url == f"http://{socket.gethostname()}:{everywhere.server_address[1]}/?token=s3cret-token"
+    finally:
+        everywhere.shutdown()
+
+
 def test_serve_refuses_what_is_not_a_run_directory(tmp_path, capsys):
     assert main(["serve", str(tmp_path), "--port", "0"]) == 2
     assert "not a run directory" in capsys.readouterr().err

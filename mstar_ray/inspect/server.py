@@ -14,6 +14,7 @@ import hmac
 import ipaddress
 import json
 import secrets
+import socket
 import threading
 import time
 from http import HTTPStatus
@@ -93,6 +94,8 @@ class PageServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         host, port = cast(tuple[str, int], self.server_address[:2])  # an AF_INET(6) socket's name: a str host
+        if host in ("0.0.0.0", "::"):  # every address of this machine: a browser elsewhere reaches it by its name
+            host = socket.gethostname()
         shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{port}/" + (f"?token={self.token}" if self.token else "")
 
