@@ -350,6 +350,10 @@ class Sandbox:
                 self.exit_status = self._zygote.reap(self.pid)
             except (OSError, SandboxStartError, json.JSONDecodeError):
                 self.exit_status = {"exitcode": None}
+        self._release()
+
+    def _release(self) -> None:
+        """Close the handles on a killed process: its pidfd and its channel."""
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
@@ -730,12 +734,7 @@ class _Reader(Sandbox):
     def _kill(self) -> None:
         self._signal(signal.SIGKILL)  # the candidate reaps it: it ignores SIGCHLD
         self.exit_status = self.exit_status or {}
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        self._release()
 
     def _death_message(self, what: str) -> str:
         return f"the reader process died during {what}()"
