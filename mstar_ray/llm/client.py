@@ -83,8 +83,9 @@ class LLMClient:
                                      tool_choice=tool_choice)
         key = request_key("chat", body)
         cache = budget.view(self.cache) if budget is not None and self.cache is not None else self.cache
+        caller = budget.namespace if budget is not None else None
         if cache is None:
-            completion, call = self._send_with_retries(body, step)
+            completion, call = self._send_with_retries(body, step, caller)
             self._log(call)
             return completion
         hit = self._cached_or_reserved(cache, key)
@@ -93,7 +94,7 @@ class LLMClient:
             self._log(CallLog(role=self.role, model=self.model, step=step, cache_hit=True))
             return Completion(**json.loads(hit), cached=True)
         try:
-            completion, call = self._send_with_retries(body, step)
+            completion, call = self._send_with_retries(body, step, caller)
         except BaseException:
             cache.abandon(key)  # a caller waiting for this reply sends the request itself
             raise
@@ -117,13 +118,13 @@ class LLMClient:
                 self._sleep(pause)
             pause = min(2 * pause, LOOK_EVERY_S)
 
-    def _send_with_retries(self, body: dict[str, Any], step: str) -> tuple[Completion, CallLog]:
+    def _send_with_retries(self, body: dict[str, Any], step: str, caller: str | None) -> tuple[Completion, CallLog]:
         endpoint_key = self.endpoint.config.endpoint_key
         attempt = 0
         while True:
             lease = admitted(self.gateway, endpoint_key, self.endpoint.where(), self._sleep)
             try:
-                completion = self.endpoint.send(body)
+                completion = self.endpoint.send(body, caller=caller)
             except CallFailure as failure:
                 self.gateway.release(lease)
                 self._after_failure(failure, attempt, endpoint_key)

@@ -36,6 +36,9 @@ PING_S = 15.0
 # it; the call's record keeps the replica.
 REPLICA_HEADER = "x-mstar-replica"
 NODE_HEADER = "x-mstar-node"
+# A candidate's toolkit request names the candidate (its program id), so a replica the run serves can keep one
+# candidate from timing another's prompts through the server's prompt reuse (``mstar_ray.serve.slot_guard``).
+CALLER_HEADER = "x-mstar-caller"
 
 
 class EndpointConfig(BaseModel):
@@ -232,15 +235,16 @@ class ChatEndpoint:
                 body["tool_choice"] = tool_choice
         return body
 
-    def send(self, body: dict[str, Any], *, timeout_s: float | None = None) -> Completion:
-        """Exactly one attempt (within ``timeout_s``, else the config's). Raises ``CallFailure`` saying
-        whether a retry may help."""
+    def send(self, body: dict[str, Any], *, timeout_s: float | None = None, caller: str | None = None) -> Completion:
+        """Exactly one attempt (within ``timeout_s``, else the config's), on behalf of the candidate ``caller``
+        (None: the host). Raises ``CallFailure`` saying whether a retry may help."""
         import openai  # loaded by __init__ already: see there
 
         timeout = timeout_s or self.config.request_timeout_s
         started = time.monotonic()
         try:
-            raw = self._client.with_options(timeout=timeout).chat.completions.with_raw_response.create(**body)
+            raw = self._client.with_options(timeout=timeout).chat.completions.with_raw_response.create(
+                **body, extra_headers={CALLER_HEADER: caller} if caller else None)
             response = raw.parse()
         except openai.APITimeoutError:
             raise CallFailure(f"timed out after {timeout:g} s", retryable=True, timed_out=True) from None

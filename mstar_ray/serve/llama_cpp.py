@@ -3,7 +3,8 @@ replica starts one server process on a loopback port of its node and forwards ev
 it. Serve does the rest: placement, the HTTP proxy, routing between replicas, health checks, restarts.
 
 Every answer carries the replica's id and node (``REPLICA_HEADER``, ``NODE_HEADER``), so each call in the
-run's ``llm_calls`` log says which replica served it."""
+run's ``llm_calls`` log says which replica served it. Model requests pass one at a time through a ``SlotGuard``
+(the server has one slot), so no candidate can time another's prompts through the server's prompt reuse."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +25,10 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mstar_ray.llm.endpoint import NODE_HEADER, REPLICA_HEADER
+from mstar_ray.llm.endpoint import CALLER_HEADER, NODE_HEADER, REPLICA_HEADER
 from mstar_ray.serve.config import ServedModel
 from mstar_ray.serve.model_file import gguf_file
+from mstar_ray.serve.slot_guard import SlotGuard
 
 READY_TIMEOUT_S = 300.0
 PORT_TRIES = 3
@@ -66,6 +69,7 @@ class LlamaCppReplica:
                 if attempt == PORT_TRIES - 1:
                     raise RuntimeError(f"llama.cpp could not bind a port in {PORT_TRIES} tries:\n{self._log_tail()}")
         self.client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{self.port}", timeout=None)
+        self.slot = SlotGuard(self.client, model.name)
         self.replica_id = serve.get_replica_context().replica_id.unique_id
         self.node_id = ray.get_runtime_context().get_node_id()
         self.ready_s = time.monotonic() - started
@@ -103,9 +107,12 @@ class LlamaCppReplica:
         prefix = request.scope.get("root_path", "")
         if prefix and path.startswith(prefix):
             path = path[len(prefix):]
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _OWN_HEADERS | {"host"}}
-        upstream = await self.client.request(request.method, path or "/", params=request.query_params,
-                                             content=await request.body(), headers=headers)
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _OWN_HEADERS | {"host", CALLER_HEADER}}
+        # Model requests take the slot in turn; the model list and the like pass beside them.
+        slot = self.slot.turn(request.headers.get(CALLER_HEADER)) if path.endswith("completions") else nullcontext()
+        async with slot:
+            upstream = await self.client.request(request.method, path or "/", params=request.query_params,
+                                                 content=await request.body(), headers=headers)
         answer = {k: v for k, v in upstream.headers.items() if k.lower() not in _OWN_HEADERS}
         answer[REPLICA_HEADER], answer[NODE_HEADER] = self.replica_id, self.node_id
         return Response(content=upstream.content, status_code=upstream.status_code, headers=answer)
