@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -113,6 +114,12 @@ class Toolkit:
         # Created on first use: most of a sandbox's start-up cost would otherwise be a client that
         # programs without vector search never touch.
         if self._chroma is None:
+            if "chromadb" not in sys.modules:
+                # Only a program whose source names Chroma starts from a fork server that loaded it (the
+                # others fork readers, which its runtime's threads would not survive); loading it here, after
+                # the sandbox closed, is refused by the sandbox's own rules.
+                raise RuntimeError("toolkit.chroma is loaded for a program whose source names it ('chroma'); "
+                                   "this one reaches it by another name")
             self._chroma = _ChromaClient(self._ask)
         return self._chroma
 

@@ -1,7 +1,7 @@
 """Fork server: one warm process that forks a fresh sandbox per program.
 
 Importing chromadb costs about a second; forking a process that has already imported it costs a few
-milliseconds. The zygote never runs candidate code: it imports libraries, then forks on request. It
+milliseconds. A fork server preloads Chroma only for the programs that name it (``settings["chroma"]``). The zygote never runs candidate code: it imports libraries, then forks on request. It
 runs inside the jail the host built for it (``mstar_ray.sandbox_host.jail``), with an environment that holds
 no secrets, and is not dumpable, so nothing running as the same user can trace it or read its memory.
 
@@ -33,14 +33,17 @@ from typing import Any
 from . import namespaces, oslayers, runner, seccomp
 from .libc import libc
 
-PRELOAD = ("chromadb", "chromadb.api.rust", "chromadb.config", "numpy", "sqlite3", "json", "re", "dataclasses")
+PRELOAD = ("numpy", "sqlite3", "json", "re", "dataclasses")
+# Preloaded only by a fork server for programs that name Chroma: a process that imported its Rust bindings
+# takes about 8x as long to fork (their mappings are copied), and the programs that fork readers never use it.
+CHROMA = ("chromadb", "chromadb.api.rust", "chromadb.config")
 
 
-def _preload() -> None:
+def _preload(chroma: bool) -> None:
     """Imported and built here, so that forked children pay nothing for them."""
     import importlib
 
-    for name in PRELOAD:
+    for name in (*CHROMA, *PRELOAD) if chroma else PRELOAD:
         importlib.import_module(name)
     if platform.machine() in seccomp.NUMBERS:
         seccomp.packed_filter(platform.machine(), 1)  # a candidate is PID 1 of its own namespace
@@ -175,7 +178,7 @@ def main(control_fd: int, settings_json: str) -> None:
     try:
         oslayers.die_with_parent()
         libc.prctl(namespaces.PR_SET_DUMPABLE, 0, 0, 0, 0)
-        _preload()
+        _preload(settings["chroma"])
         control.send(json.dumps({"op": "ready", "pid": os.getpid(), **_identity()}).encode())
     except Exception as exc:  # tell the host why, instead of dying silently
         control.send(json.dumps({"op": "failed", "error": f"{type(exc).__name__}: {exc}"}).encode())

@@ -142,6 +142,8 @@ def _in_process(source: str, backend, embedder) -> dict:
             return {"ok": True, "text": backend.toolkit_completion([{"role": "user", "content": request["prompt"]}])}
         return {"vectors": embedder.embed(request["texts"])}
 
+    import chromadb  # noqa: F401  # loaded, as in the reference's process and a sandbox that names it (toolkit.chroma)
+
     namespace["kb"] = namespace["KnowledgeBase"](Toolkit(ask, tempfile.mkdtemp(prefix="bench-reference-")))
     return namespace
 

@@ -151,16 +151,17 @@ class Watch:
     def close(self) -> None:
         self.bystander.close()
 
-    def server(self) -> ForkServer:
-        from mstar_ray.sandbox_host.process import shared_fork_server
+    def server(self, source: str) -> ForkServer:
+        """The fork server that forks ``source``'s sandbox."""
+        from mstar_ray.sandbox_host.process import names_threaded_runtime, shared_fork_server
 
-        return self.fork_server or shared_fork_server()
+        return self.fork_server or shared_fork_server(chroma=names_threaded_runtime(source))
 
     def run(self, name: str, calls: list[tuple[str, dict]], limits: SandboxLimits = LIMITS,
             llm: FakeLLM | None = None, embed: FakeEmbed | None = None, source: str | None = None) -> list[Outcome]:
         source = source if source is not None else hostile_source(name)
         before = (snapshot(self.outside), process_state(os.getpid()), self.victim.state(),
-                  process_state(self.server().zygote.pid))
+                  process_state(self.server(source).zygote.pid))
         outcomes = []
         with Sandbox(source, limits=limits, llm=llm or FakeLLM(), embed=embed or FakeEmbed(),
                      fork_server=self.fork_server) as sandbox:
@@ -171,7 +172,7 @@ class Watch:
             candidate = sandbox.host_pid
         assert candidate is not None and not os.path.exists(f"/proc/{candidate}"), "the candidate outlived close()"
         after = (snapshot(self.outside), process_state(os.getpid()), self.victim.state(),
-                 process_state(self.server().zygote.pid))
+                 process_state(self.server(source).zygote.pid))
         for what, old, new in zip(("the outside folder", "the host process", "the victim process", "the fork server"),
                                   before, after):
             assert old == new, f"a hostile program changed {what}"

@@ -14,7 +14,7 @@ from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.results import EvalConcurrency
-from mstar_ray.sandbox_host.fork_server import ForkServer
+from mstar_ray.sandbox_host.fork_server import ForkServer, shared_fork_server
 from mstar_ray.sandbox_host.process import Sandbox, SandboxLimits
 from mstar_ray.tasks.model import Item, RawText, Task
 from tests.conftest import seed_source
@@ -59,6 +59,30 @@ class KnowledgeBase:
             threads.Thread(target=dataclasses.sys.modules["time"].sleep, args=(600,), daemon=True).start()
         return " | ".join(self.notes)
 '''
+
+
+# read() says how many modules of the package it names are loaded in its process.
+LOADED = HEAD + '''
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.modules = dataclasses.sys.modules
+    def write(self, item, raw_text):
+        return None
+    def read(self, query):
+        return str(sum(name.split(".")[0] == query.text for name in self.modules))
+'''
+
+
+def test_only_a_program_that_names_chroma_starts_with_chroma_loaded():
+    """A process with Chroma's bindings loaded takes about 8x as long to fork a reader: the programs that fork
+    readers (those that never name Chroma) start from a fork server without them."""
+    for source, chroma in ((LOADED, False), (LOADED + "# keeps its vectors in chromadb\n", True)):
+        with Sandbox(source, limits=LIMITS) as sandbox:
+            assert sandbox.start().ok
+            loaded = {package: sandbox.read({"text": package}) for package in ("chromadb", "numpy")}
+            assert all(outcome.ok for outcome in loaded.values())
+            assert (int(loaded["chromadb"].value) > 0) == chroma
+            assert int(loaded["numpy"].value) > 0  # preloaded by both
 
 
 def _read_all(sandbox: Sandbox, questions: list[str]) -> dict[str, str]:
@@ -167,7 +191,8 @@ def test_a_readers_violation_is_the_programs(question, kind):
 
 
 def test_a_process_running_threads_keeps_serial_reads():
-    # Chroma by a name the static check does not see: the thread count at the snapshot still tells.
+    # Chroma's runtime threads in a program the static check passes (forked, for the test, from the fork
+    # server that loads Chroma): the thread count at the snapshot still tells.
     hidden = HEAD + '''
 class KnowledgeBase:
     def __init__(self, toolkit):
@@ -180,11 +205,27 @@ class KnowledgeBase:
         self.n += 1
         return str(self.n)
 '''
-    with _written(hidden) as sandbox:
+    with _written(hidden, fork_server=shared_fork_server(chroma=True)) as sandbox:
+        assert sandbox.fork_readers
         assert "threads" in (sandbox.snapshot() or "") and not sandbox.reads_forked
         assert [sandbox.read({"text": "q"}).value for _ in range(2)] == ["3", "4"]
     named = Sandbox(seed_source("memrl"), limits=LIMITS, readers=3)
     assert not named.fork_readers  # never given a filter that forks
+
+
+def test_chroma_by_a_name_the_static_check_does_not_see_is_refused_saying_so():
+    hidden = HEAD + '''
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.db = getattr(toolkit, "chr" + "oma").get_or_create_collection("notes")
+    def write(self, item, raw_text):
+        pass
+    def read(self, query):
+        return ""
+'''
+    with Sandbox(hidden, limits=LIMITS, readers=3) as sandbox:
+        outcome = sandbox.start()
+    assert not outcome.ok and "names it" in outcome.message
 
 
 def test_the_score_equals_the_serial_protocols_for_reads_that_change_nothing():

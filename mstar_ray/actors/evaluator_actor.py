@@ -18,7 +18,7 @@ from mstar_ray.results import EvalConcurrency
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.run_config import RunConfig
 from mstar_ray.sandbox_host.process import SandboxLimits, check_layers
-from mstar_ray.sandbox_host.fork_server import shared_fork_server
+from mstar_ray.sandbox_host.fork_server import warm_fork_servers
 from mstar_ray.search.jobs import EvalJob, EvalOutcome, static_score
 from mstar_ray.tasks.adapter import register
 from mstar_ray.tasks.model import Task
@@ -28,9 +28,7 @@ from mstar_ray.tasks.model import Task
 class EvaluatorActor:
     def __init__(self, settings: LLMSettings, limits: SandboxLimits, cache_name: str, gateway_name: str,
                  board_name: str | None = None, concurrency: EvalConcurrency | None = None):
-        # The sandbox fork server starts with the actor: its imports cost a second or two of CPU that no
-        # evaluation should pay, and a broken install shows at start-up rather than on the first job.
-        shared_fork_server()
+        warm_fork_servers()  # with the actor, not at its first job
         # the run's services by name (see run_services): no actor handle among the constructor arguments
         self.roles = RoleClients(settings, cache=Remote.named(cache_name), gateway=Remote.named(gateway_name))
         self.limits = limits

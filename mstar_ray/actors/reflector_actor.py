@@ -14,16 +14,14 @@ from mstar_ray.reflect.registry import ReflectorSetup, make_reflector
 from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.reflect.smoke import smoke_test
 from mstar_ray.sandbox_host.process import SandboxLimits, check_layers
-from mstar_ray.sandbox_host.fork_server import shared_fork_server
+from mstar_ray.sandbox_host.fork_server import warm_fork_servers
 
 
 @ray.remote
 class ReflectorActor:
     def __init__(self, kind: str, settings: LLMSettings, limits: SandboxLimits, max_repairs: int,
                  cache_name: str, gateway_name: str, run_dir: str | None = None, ensemble: list[str] | None = None):
-        # The sandbox fork server starts with the actor: its imports cost a second or two of CPU that no
-        # evaluation should pay, and a broken install shows at start-up rather than on the first job.
-        shared_fork_server()
+        warm_fork_servers()  # with the actor, not at its first job
         # the run's services by name (see run_services): no actor handle among the constructor arguments
         self.roles = roles = RoleClients(settings, cache=Remote.named(cache_name),
                                          gateway=Remote.named(gateway_name))

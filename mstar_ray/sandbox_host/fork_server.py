@@ -153,11 +153,13 @@ class ForkServer:
 
     TESTABLE = frozenset({"jail", "namespaces", "seccomp", "landlock", "python-guards"})
 
-    def __init__(self, start_timeout_s: float = 120.0, *, test_disable: frozenset[str] = frozenset()):
+    def __init__(self, start_timeout_s: float = 120.0, *, chroma: bool = True,
+                 test_disable: frozenset[str] = frozenset()):
         unknown = set(test_disable) - self.TESTABLE
         if unknown:
             raise ValueError(f"unknown layers {sorted(unknown)}; testable: {sorted(self.TESTABLE)}")
         self.disable = frozenset(test_disable)
+        self.chroma = chroma  # whether the zygote preloads Chroma, for programs that name it
         self.start_timeout_s = start_timeout_s
         self.missing: dict[str, str] = {}
         self.jail = ""  # the jail layer's description when jailed
@@ -166,7 +168,7 @@ class ForkServer:
         self.zygote = self._start()
 
     def _command(self, control_fd: int, scratch: str) -> list[str]:
-        settings = json.dumps({"disable": sorted(self.disable), "scratch": scratch})
+        settings = json.dumps({"disable": sorted(self.disable), "scratch": scratch, "chroma": self.chroma})
         return [sys.executable, "-c", "import sys; from sandbox.zygote import main; main(int(sys.argv[1]), sys.argv[2])",
                 str(control_fd), settings]
 
@@ -257,14 +259,22 @@ class ForkServer:
                 shutil.rmtree(folder, ignore_errors=True)
 
 
-_shared: ForkServer | None = None
+_shared: dict[bool, ForkServer] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_fork_server() -> ForkServer:
-    """The fork server of this process, started on first use and restarted if it died."""
-    global _shared
+def shared_fork_server(chroma: bool = True) -> ForkServer:
+    """This process's fork server for programs that name Chroma (``chroma``) or for the others, started on
+    first use and restarted if it died."""
     with _shared_lock:
-        if _shared is None or not _shared.alive:
-            _shared = ForkServer()
-        return _shared
+        server = _shared.get(chroma)
+        if server is None or not server.alive:
+            server = _shared[chroma] = ForkServer(chroma=chroma)
+        return server
+
+
+def warm_fork_servers() -> None:
+    """Both of this process's fork servers, started now: their imports cost a second or two of CPU that no
+    evaluation should pay, and a broken install shows at once rather than at the first candidate."""
+    shared_fork_server(chroma=True)
+    shared_fork_server(chroma=False)

@@ -52,8 +52,13 @@ log = logging.getLogger(__name__)
 
 EMBED_CHUNK = 32  # texts embedded between two deadline checks
 # A program that names Chroma starts its runtime's threads, which a fork does not copy: it never gets a
-# filter that forks (the thread count checked at the snapshot is the precise test; this one is static).
+# filter that forks (the thread count checked at the snapshot is the precise test; this one is static), and
+# only such a program is forked from a fork server that preloads Chroma.
 THREADED_RUNTIMES = ("chroma",)
+
+
+def names_threaded_runtime(source: str) -> bool:
+    return any(name in source.lower() for name in THREADED_RUNTIMES)
 EXCUSE_LOOK_S = 0.05  # how often a host wait re-reads the time its request spent queued
 
 # Outcome kinds that are the program's fault and, per the contract, score it zero.
@@ -227,7 +232,7 @@ class Sandbox:
         self.source = source
         self.limits = limits or SandboxLimits()
         self.readers = readers
-        self.fork_readers = readers > 1 and not any(name in source.lower() for name in THREADED_RUNTIMES)
+        self.fork_readers = readers > 1 and not names_threaded_runtime(source)
         self.serial_reason: str | None = None  # why reads stayed in this process, once ``snapshot`` decided
         self.readers_forked = 0
         self.readers_peak = 0  # most readers alive at once, counted here
@@ -241,7 +246,7 @@ class Sandbox:
         self._reader_pids: set[int] = set()  # every reader forked (a killed one may linger a moment)
         self._llm = llm
         self._embed = embed
-        self._fork_server = fork_server or shared_fork_server()
+        self._fork_server = fork_server or shared_fork_server(chroma=names_threaded_runtime(source))
         self._zygote: ZygoteHandle | None = None
         self.pid: int | None = None  # the keeper's pid in the fork server's namespace
         self.host_pid: int | None = None  # the candidate's pid here, from the kernel
