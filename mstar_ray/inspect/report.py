@@ -24,7 +24,7 @@ from mstar_ray.inspect.figures import cache_text, plural, shortened  # noqa: E40
 from mstar_ray.inspect.page import inline_views  # noqa: E402
 from mstar_ray.inspect.snapshot import run_snapshot  # noqa: E402
 from mstar_ray.inspect.code_view import STYLE, Node, diffs_section, lineage_tree, source_html  # noqa: E402
-from mstar_ray.inspect.status import chosen, metrics, run_config_of, tested  # noqa: E402
+from mstar_ray.inspect.status import metrics, run_config_of, tested  # noqa: E402
 from mstar_ray.line_diff import unified_diff  # noqa: E402
 from mstar_ray.run_config import load_run_config  # noqa: E402
 from mstar_ray.runlog import layout  # noqa: E402
@@ -253,7 +253,8 @@ def build_report(run_dir: Path) -> str:
     state = restore(run_dir)
     by_id = {m.id: m for m in state.members}
     evaluated = [r for r in rows if r.status == "evaluated"]
-    best_id = chosen(run_dir, state)[0].id
+    snap = run_snapshot(run_dir, state)  # the run is replayed once, here and for the page alike
+    best_id = snap["returned"]["id"]
     best_row = next(r for r in evaluated if r.id == best_id)
     seed_rows = [r for r in evaluated if r.origin == "seed"]
     seed_id = _seed_of(best_row.id, by_id)
@@ -272,7 +273,6 @@ def build_report(run_dir: Path) -> str:
 
     summary_path = run_dir / layout.SUMMARY
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
-    snap = run_snapshot(run_dir)
     returned, spent = snap["returned"], snap["cost"]
     facts = [f"{plural(len(rows), 'candidate')} evaluated ({plural(len(seed_rows), 'seed')}), {state.discarded} discarded, "
              f"{plural(state.violations, 'violation')}",

@@ -131,11 +131,11 @@ def live(run_dir: Path, snap: dict[str, Any]) -> dict[str, Any]:
     return {**snap, "progress": progress, "in_flight": flying, "version": f"{snap['version']}-{mark}"}
 
 
-def run_snapshot(run_dir: Path) -> dict[str, Any]:
-    """Everything the page shows, as of now."""
+def run_snapshot(run_dir: Path, state: SearchState | None = None) -> dict[str, Any]:
+    """Everything the page shows, as of now; ``state``: the run's, restored already by the caller."""
     config = run_config_of(run_dir)
     run_phase = phase(run_dir)
-    state = restore(run_dir)
+    state = restore(run_dir) if state is None else state
     rows = read_rows(run_dir, "candidates")
     summary = json.loads((run_dir / layout.SUMMARY).read_text()) if (run_dir / layout.SUMMARY).exists() else None
     shown = candidates(rows)
