@@ -231,7 +231,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 def cmd_transfer(args: argparse.Namespace) -> int:
     import time
 
-    from mstar_ray.search.loop.policy import FatalRunError
+    from mstar_ray.search_loop.policy import FatalRunError
     from mstar_ray.driver.transfer import run_transfer
 
     out = args.out or f"runs/transfer-{time.strftime('%Y%m%d-%H%M%S')}"

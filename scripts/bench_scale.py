@@ -174,8 +174,8 @@ def one(candidates: int, evaluators: int, latency: float, nodes: int, run_dir: P
     """One simulated search of ``candidates`` children, then status, report and a resume's set-up on its directory."""
     from ray.cluster_utils import Cluster
 
-    from mstar_ray.search.loop.endgame import Endgame
-    from mstar_ray.search.loop.policy import SearchPolicy
+    from mstar_ray.search_loop.endgame import Endgame
+    from mstar_ray.search_loop.policy import SearchPolicy
     from mstar_ray.driver.progress import Progress, ProgressState
     from mstar_ray.driver.recorder import RunRecorder
     from mstar_ray.driver.run_dir import RunDir

@@ -101,7 +101,7 @@ def test_the_error_path_cannot_fail_when_the_working_directory_vanished(tmp_path
         os.mkdir({str(gone)!r}); os.chdir({str(gone)!r}); os.rmdir({str(gone)!r})
 
         def broken(args):
-            exec(compile("raise RuntimeError('the component broke')", "mstar_ray/search/loop/policy.py", "exec"))
+            exec(compile("raise RuntimeError('the component broke')", "mstar_ray/search_loop/policy.py", "exec"))
 
         sys.exit(cli._handled(argparse.Namespace(handler=broken, command="run", run_dir="run", debug=False)))
     """)
@@ -109,7 +109,7 @@ def test_the_error_path_cannot_fail_when_the_working_directory_vanished(tmp_path
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     err = done.stderr.splitlines()
     assert done.returncode == 3, done.stderr
-    assert err[0] == "internal error in mstar_ray.search.loop.policy (<module>, line 1): RuntimeError: the component broke"
+    assert err[0] == "internal error in mstar_ray.search_loop.policy (<module>, line 1): RuntimeError: the component broke"
     assert err[1].startswith("the working directory no longer exists")
     log = Path(err[2].removeprefix("the full traceback is in ").split(" (--debug")[0])
     assert "Traceback" not in done.stderr and "RuntimeError: the component broke" in log.read_text()

@@ -1,4 +1,4 @@
-"""The end of a search (``search.loop.endgame``) without Ray: a search driven to its end by an in-process pool, then the
+"""The end of a search (``search_loop.endgame``) without Ray: a search driven to its end by an in-process pool, then the
 confirmation, the choice, the test and the fallback through the same pool, with one program failing in each phase
 ({static, confirmation, test}), each way ({raise, violation, timeout, crash, garbage frame}) and each position
 ({incumbent, contender, seed, fallback}). Whatever fails, the end returns a program that passed its test, records
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from mstar_ray.search.loop.endgame import Endgame, Ending
-from mstar_ray.search.loop.policy import MAX_CRASHES_PER_CANDIDATE, FatalRunError, SearchPolicy
+from mstar_ray.search_loop.endgame import Endgame, Ending
+from mstar_ray.search_loop.policy import MAX_CRASHES_PER_CANDIDATE, FatalRunError, SearchPolicy
 from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.recorder import RunRecorder
 from mstar_ray.driver.run_dir import RunDir

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mstar_ray.search.loop.policy import MAX_CRASHES_PER_CANDIDATE, SearchPolicy
+from mstar_ray.search_loop.policy import MAX_CRASHES_PER_CANDIDATE, SearchPolicy
 from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.recorder import RunRecorder
 from mstar_ray.driver.run_dir import RunDir
@@ -336,7 +336,7 @@ def test_pareto_parents_come_from_the_front(tmp_path: Path):
 def test_the_duplicate_message_names_the_parent_and_the_original_once():
     """A child whose id is already known repeats that program's source: the note names its parent and the
     original, never one id twice; a structural duplicate names both ids."""
-    from mstar_ray.search.loop.policy import duplicate_message
+    from mstar_ray.search_loop.policy import duplicate_message
     from mstar_ray.state.candidate import Candidate
 
     same = Candidate(id="b7e114297e391ec1", source="x = 1\n", parent="0123456789abcdef", origin="reflection",
@@ -351,7 +351,7 @@ def test_the_duplicate_message_names_the_parent_and_the_original_once():
 def test_what_stops_a_run_is_one_class_of_error():
     """The infrastructure's errors share one base class, which the policy's rule asks for; a spent budget stops
     the run its own way, and anything else a worker raises is its candidate's failure."""
-    from mstar_ray.search.loop.policy import infrastructure_failure
+    from mstar_ray.search_loop.policy import infrastructure_failure
     from mstar_ray.envs.base import EnvUnavailable
     from mstar_ray.exit_codes import InfrastructureError
     from mstar_ray.llm.errors import BudgetExceeded, EndpointError, RequestRefused

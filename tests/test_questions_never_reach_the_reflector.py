@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
-from mstar_ray.search.loop.policy import SearchPolicy
+from mstar_ray.search_loop.policy import SearchPolicy
 from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.recorder import RunRecorder
 from mstar_ray.driver.run_dir import RunDir

@@ -14,9 +14,9 @@ from ray.exceptions import RayActorError, RayTaskError
 
 from mstar_ray.blas import ONE_THREAD
 from mstar_ray.driver.node_types import capacity, cluster_shapes, unmet
-from mstar_ray.search.loop.policy import FatalRunError
 from mstar_ray.exit_codes import InfrastructureError, InputError
 from mstar_ray.run_config import RunConfig
+from mstar_ray.search_loop.policy import FatalRunError
 
 # One BLAS thread per process (mstar_ray.blas): evaluators already fill the cores, and threaded BLAS on a busy
 # machine is measured 4-20x slower (scripts/bench_subsets.py).

@@ -1,12 +1,11 @@
-"""The observer the driver attaches to the search policy (``search.loop.policy.SearchObserver``) and to the end of the
-search (``search.loop.endgame.EndgameObserver``): each transition, with what its evaluation left, goes to the run
+"""The observer the driver attaches to the search policy (``search_loop.policy.SearchObserver``) and to the end of the
+search (``search_loop.endgame.EndgameObserver``): each transition, with what its evaluation left, goes to the run
 directory (programs, the candidates, results, llm_calls and events logs), as do the confirmation, the test and
 the choice; the live line gets the messages, the phase and the model requests' counts. The counts of the search
 itself are the policy's ``SearchState``, read where they are shown, never copied."""
 
 from __future__ import annotations
 
-from mstar_ray.search.loop.policy import EvaluationRecord
 from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.reflect.reflector import Child, ReflectionOutcome
@@ -14,6 +13,7 @@ from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.search.jobs import EvalOutcome
 from mstar_ray.search.population import Member
 from mstar_ray.search.selection import Selection
+from mstar_ray.search_loop.policy import EvaluationRecord
 from mstar_ray.state.candidate import Candidate
 from mstar_ray.state.search_state import SearchState
 from mstar_ray.state.transitions import Duplicate, Evaluated, Failed, Queued, Screened, Transition, Violated

@@ -11,7 +11,7 @@ from mstar_ray.seeds import canonical
 
 # The only settings a resume may change: how much more to spend; and which reflector models (or offline
 # stand-ins) answer (an ensemble's bandit rebuilds its records from the logs and tries a new one first:
-# mstar_ray.search.loop.steering).
+# mstar_ray.search_loop.steering).
 BUDGET_KEYS = ("search.max_candidates", "search.max_iterations", "search.max_wall_s", "llm.budget")
 REFLECTOR_KEYS = ("llm.reflector", "llm.prices", "llm.ensemble_exploration", "search.ensemble")
 

@@ -30,7 +30,7 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
     from mstar_ray.driver.cluster import connect
     from mstar_ray.driver.resume import merge_resume_config
     from mstar_ray.state.replay import restore
-    from mstar_ray.search.loop.policy import FatalRunError
+    from mstar_ray.search_loop.policy import FatalRunError
     from mstar_ray.driver.search_driver import SearchDriver
 
     restored = None

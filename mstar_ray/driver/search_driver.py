@@ -1,5 +1,5 @@
 """The search driver: the Ray side of a search. It sets up the run's services and the worker pools, hands
-the policy's work (``search.loop.policy``, then the end of the search: ``search.loop.endgame``) to idle actors and the
+the policy's work (``search_loop.policy``, then the end of the search: ``search_loop.endgame``) to idle actors and the
 results back, keeps the live line and ``live.json`` current, and at the end maps the population.
 """
 
@@ -21,9 +21,7 @@ from mstar_ray.actors.run_services import start_run_services
 from mstar_ray.actors.structure_tasks import population_matrix
 from mstar_ray.actors.wiring import RoleClients
 from mstar_ray.driver.cluster import check_sandboxes, pool_size, schedulable_resources
-from mstar_ray.search.loop.endgame import Endgame
 from mstar_ray.driver.node_watch import NodeWatch
-from mstar_ray.search.loop.policy import WAIT_S, FatalRunError, SearchPolicy
 from mstar_ray.driver.progress import Progress, ProgressState
 from mstar_ray.driver.recorder import RunRecorder
 from mstar_ray.driver.run_dir import RunDir
@@ -34,6 +32,8 @@ from mstar_ray.search.population import Member
 from mstar_ray.search.selection import Selection
 from mstar_ray.search.work import WorkKind
 from mstar_ray.search.split import SplitPlan
+from mstar_ray.search_loop.endgame import Endgame
+from mstar_ray.search_loop.policy import WAIT_S, FatalRunError, SearchPolicy
 from mstar_ray.state.candidate import Seed
 from mstar_ray.state.search_state import SearchState
 from mstar_ray.structure.population_map import PopulationMap, map_population
@@ -207,7 +207,7 @@ class SearchDriver:
     # ------------------------------------------------------------------------------------------ the end
 
     def _final(self) -> RunResult:
-        """The policy's end of the search (``search.loop.endgame``) through the same pool, then the population map."""
+        """The policy's end of the search (``search_loop.endgame``) through the same pool, then the population map."""
         ending = Endgame(self.policy, self.recorder, test_texts=self._test_texts()).run(self.pool, self._refresh)
         self._show_best(ending.best)  # from here the live line shows what the run returns, not the incumbent
         self.pool.shutdown()  # done: their CPUs go to the distance tasks

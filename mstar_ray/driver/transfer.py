@@ -125,7 +125,7 @@ def _evaluate(crossing: Crossing, pool: WorkerPool[EvalJob, EvalOutcome],
               progress: Progress) -> tuple[list[list[float | None]], dict[str, str]]:
     """Every cell on the pool: an evaluator that dies is replaced and the cell re-issued (up to MAX_ATTEMPTS);
     an evaluation that raises leaves its cell empty with the reason."""
-    from mstar_ray.search.loop.policy import WAIT_S
+    from mstar_ray.search_loop.policy import WAIT_S
 
     ids, columns = list(crossing.rows), crossing.columns
     waiting = [Work("evaluate", columns[c].job(p, crossing.rows[p][1]), (r, c)) for r, p in enumerate(ids)

@@ -9,7 +9,7 @@ from typing import Generic, Literal, Protocol, TypeVar
 WorkKind = Literal["evaluate", "reflect"]
 
 # What a worker is called with, and what it returns: the search's (an EvalJob or a ReflectionRequest, and an
-# EvalOutcome or a ReflectionOutcome) are named where both are known (mstar_ray.search.loop.policy); this layer
+# EvalOutcome or a ReflectionOutcome) are named where both are known (mstar_ray.search_loop.policy); this layer
 # only carries them, so it is generic in them.
 Payload = TypeVar("Payload")
 Value = TypeVar("Value")

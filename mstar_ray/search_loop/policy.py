@@ -38,7 +38,7 @@ from mstar_ray.search.selection import Challenge, Incumbent
 from mstar_ray.search.split import SplitPlan
 from mstar_ray.search.stop import BudgetCheck, SearchCount, StopReason, stop_conditions
 from mstar_ray.search.work import Crashed, Done, Finished, Pool, Raised, Work
-from mstar_ray.search.loop.steering import Steering
+from mstar_ray.search_loop.steering import Steering
 from mstar_ray.state.candidate import Candidate, FixRound
 from mstar_ray.state.search_state import SearchState
 from mstar_ray.state.transitions import (
@@ -141,7 +141,7 @@ class SearchPolicy:
         self.retry: collections.deque[SearchWork] = collections.deque()
         self.flying: list[SearchWork] = []
         self.started = time.monotonic()
-        self.steering = Steering(config)  # each reflection's model and instruction (search.loop.steering)
+        self.steering = Steering(config)  # each reflection's model and instruction (search_loop.steering)
 
     def _act(self, transition: Transition, *, node_id: str | None = None,
              evaluation: EvaluationRecord | None = None) -> None:

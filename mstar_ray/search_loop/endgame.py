@@ -16,9 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from mstar_ray.search.loop.policy import (
-    MAX_CRASHES_PER_CANDIDATE, WAIT_S, FatalRunError, SearchPolicy, SearchPool, infrastructure_failure,
-)
 from mstar_ray.llm.errors import BudgetExceeded
 from mstar_ray.search.jobs import EvalOutcome, Purpose
 from mstar_ray.search.jobs import EvalJob
@@ -26,6 +23,9 @@ from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.search.population import Member
 from mstar_ray.search.selection import Confirmation, Selection
 from mstar_ray.search.work import Crashed, Raised, Work
+from mstar_ray.search_loop.policy import (
+    MAX_CRASHES_PER_CANDIDATE, WAIT_S, FatalRunError, SearchPolicy, SearchPool, infrastructure_failure,
+)
 from mstar_ray.state.search_state import SearchState
 
 # Programs tested in turn after the chosen one broke the contract (or failed) on the test, each the next by the
