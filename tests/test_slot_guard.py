@@ -1,6 +1,7 @@
-"""A served llama.cpp replica keeps one candidate from timing another's prompts: against the real server, a
-candidate's request after anyone else's evaluates its whole prompt whatever came before, counted in the
-server's own log (the tokens it evaluated, not the time it took)."""
+"""A llama.cpp server keeps no candidate's prompt for another to time: against the real server, a candidate's
+request after anyone else's reuses the same part of its prompt whatever came before, counted in the server's
+own log (the tokens it evaluated, not the time it took); as a replica the run serves (the slot guard) and as an
+endpoint the run reaches directly (its clients clear the slot under the run's limit of one)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ import pytest
 from mstar_ray.llm.candidate_cache import CandidateBudget
 from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig
+from mstar_ray.llm.governor import Governor
+from mstar_ray.llm.limits import EndpointLimit
+from mstar_ray.llm.parallelism import learn
 from mstar_ray.serve.slot_guard import SlotGuard
 from tests.llm_server import LlamaServer
 from tests.scripted_server import ScriptedServer
@@ -70,6 +74,36 @@ def test_a_probe_evaluates_the_same_whatever_another_caller_sent_before(llm_serv
             assert guard.clears == clears + 1  # the first ("b" after the host) only
 
     asyncio.run(scenario())
+
+
+@pytest.mark.slow
+def test_a_direct_endpoint_is_cleared_between_candidates_by_the_runs_clients(llm_server: LlamaServer) -> None:
+    config = EndpointConfig(base_url=llm_server.base_url, model=llm_server.model, max_tokens=1, timeout_s=300)
+    learned = learn(config)
+    assert learned.limit == 1 and learned.clears_slot  # llama-cpp-python: one request at a time, prompts reused
+    config = config.with_in_flight(learned.limit, learned.source, learned.clears_slot)
+    gateway = Governor(limits={config.endpoint_key: EndpointLimit(max_concurrency=1)})
+    client = LLMClient(ChatEndpoint("toolkit", config), gateway=gateway)
+
+    def reused(sends: list[tuple[str | None, list[dict[str, str]]]]) -> tuple[int, int]:
+        for caller, messages in sends:
+            seen = llm_server.log_length()
+            budget = CandidateBudget(caller, 2**20) if caller is not None else None
+            tokens = client.complete(messages, step="toolkit" if caller else "answer", budget=budget).prompt_tokens
+        return tokens - llm_server.evaluated_since(seen, tokens), tokens
+
+    planted = _prompt()
+    after_plant = reused([("a", planted), ("b", planted)])
+    after_other = reused([("a", _prompt()), ("b", _prompt())])
+    host_planted = _prompt()
+    after_host = reused([(None, host_planted), ("b", host_planted)])
+    assert after_plant[0] == after_other[0] == after_host[0] < after_plant[1] / 4
+    own = _prompt()
+    reused_own, tokens = reused([("b", own), ("b", own)])
+    assert reused_own == tokens  # a candidate's own prompt stays its own to reuse
+    # a user's own limit keeps the order of requests out of the run's hands: nothing is cleared then
+    assert not EndpointConfig(base_url=llm_server.base_url, model=llm_server.model, max_concurrency=1).with_in_flight(
+        1, "learned", True).clears_slot
 
 
 def test_a_toolkit_request_names_its_candidate_and_the_hosts_names_none() -> None:

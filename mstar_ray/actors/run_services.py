@@ -54,10 +54,10 @@ class WaitingGovernor(Governor):
             self._released.set()
             self._released = None
 
-    async def admit_waiting(self, endpoint: str, hold_s: float) -> Admission:  # type: ignore[override]
+    async def admit_waiting(self, endpoint: str, hold_s: float, caller: str | None = None) -> Admission:  # type: ignore[override]
         deadline = time.monotonic() + hold_s
         while True:
-            admission = self.admit(endpoint)
+            admission = self.admit(endpoint, caller)
             left = deadline - time.monotonic()
             if not admission.busy or left <= 0:
                 return admission

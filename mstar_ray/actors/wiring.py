@@ -75,7 +75,8 @@ def probe_endpoints(settings: LLMSettings, say: Callable[[str], None] = _stderr)
             ready.add(key)
         if not config.concurrency_set:
             learned[key] = learned.get(key) or learn_parallelism(config)
-            config = chosen[role] = config.with_in_flight(learned[key].limit, learned[key].source)
+            config = chosen[role] = config.with_in_flight(learned[key].limit, learned[key].source,
+                                                          learned[key].clears_slot)
         say(in_flight_line(role, config))
         if config.timeout_s is not None:
             say(f"{endpoint.where()}: timeout {config.timeout_s:g} s per request (from the config)")

@@ -114,7 +114,7 @@ class OpenAIEmbedder:
         return vectors
 
     def _embed_batch(self, client: openai.OpenAI, batch: list[str]) -> list[list[float]]:
-        lease = admitted(self.gateway, self.endpoint_key, self._where()) if self.gateway is not None else None
+        lease = admitted(self.gateway, self.endpoint_key, self._where()).lease if self.gateway is not None else None
         started = time.monotonic()
         try:
             # "float" explicitly: the client otherwise asks for base64, which some compatible servers lack.

@@ -122,8 +122,12 @@ class LLMClient:
         endpoint_key = self.endpoint.config.endpoint_key
         attempt = 0
         while True:
-            lease = admitted(self.gateway, endpoint_key, self.endpoint.where(), self._sleep)
+            admission = admitted(self.gateway, endpoint_key, self.endpoint.where(), self._sleep, caller)
+            lease = admission.lease
+            assert lease is not None  # admitted returns only with one
             try:
+                if admission.clear_first and self.endpoint.config.clears_slot:
+                    self.endpoint.clear_slot()  # under this request's lease: nothing comes between
                 completion = self.endpoint.send(body, caller=caller)
             except CallFailure as failure:
                 self.gateway.release(lease)

@@ -39,6 +39,9 @@ NODE_HEADER = "x-mstar-node"
 # A candidate's toolkit request names the candidate (its program id), so a replica the run serves can keep one
 # candidate from timing another's prompts through the server's prompt reuse (``mstar_ray.serve.slot_guard``).
 CALLER_HEADER = "x-mstar-caller"
+# A completion request that leaves a llama.cpp slot in a state nobody chose: a newline, one token out, greedy.
+# Sent before a candidate's request that follows anyone else's, where the server reuses the last prompt's state.
+SLOT_CLEAR = {"prompt": "\n", "max_tokens": 1, "temperature": 0.0}
 
 
 class EndpointConfig(BaseModel):
@@ -87,6 +90,9 @@ class EndpointConfig(BaseModel):
     # Where the in-flight limit came from when the config did not set it (learned from the server, or the run's
     # served replicas); None while nothing was learned.
     _in_flight_source: str | None = PrivateAttr(None)
+    # Learned: the server reuses the last prompt's state for the next request, whoever sends it, and serves one
+    # request at a time, which the run's limit of one keeps in order (``mstar_ray.llm.parallelism``).
+    _clears_slot: bool = PrivateAttr(False)
 
     @model_validator(mode="after")
     def _local_default(self) -> EndpointConfig:
@@ -107,12 +113,19 @@ class EndpointConfig(BaseModel):
             return self._in_flight_source
         return "set in the config" if self.concurrency_set else None
 
-    def with_in_flight(self, limit: int | None, source: str) -> EndpointConfig:
-        """This config with a learned in-flight limit, unless the config set one (the user's value is kept)."""
+    @property
+    def clears_slot(self) -> bool:
+        """Whether a candidate's request is preceded by ``SLOT_CLEAR`` when the last request was another's."""
+        return self._clears_slot
+
+    def with_in_flight(self, limit: int | None, source: str, clears_slot: bool = False) -> EndpointConfig:
+        """This config with a learned in-flight limit, unless the config set one (the user's value is kept:
+        then the order of requests at a one-slot server is not the run's to keep, and no slot is cleared)."""
         if self.concurrency_set:
             return self
         learned = self.model_copy(update={"max_concurrency": limit})
         learned._in_flight_source = source
+        learned._clears_slot = clears_slot and limit == 1
         return learned
 
     def at(self, base_url: str, parallel: int | None = None) -> EndpointConfig:
@@ -234,6 +247,15 @@ class ChatEndpoint:
             if tool_choice is not None:  # "none": answer now, with the tools' results in the conversation
                 body["tool_choice"] = tool_choice
         return body
+
+    def clear_slot(self) -> None:
+        """Sends ``SLOT_CLEAR``. Raises ``CallFailure`` (retryable) when it is not answered."""
+        import openai  # loaded by __init__ already: see there
+
+        try:
+            self._client.completions.create(model=self.config.model or "", **SLOT_CLEAR)  # type: ignore[call-overload]  # the body's keys are the call's
+        except openai.APIError as exc:
+            raise CallFailure(f"clearing the server's slot failed: {str(exc)[:300]}", retryable=True) from None
 
     def send(self, body: dict[str, Any], *, timeout_s: float | None = None, caller: str | None = None) -> Completion:
         """Exactly one attempt (within ``timeout_s``, else the config's), on behalf of the candidate ``caller``

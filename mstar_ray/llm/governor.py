@@ -29,6 +29,9 @@ class Admission(BaseModel):
     wait_s: float = 0.0
     stop: str | None = None  # the budget is spent: do not retry, stop
     busy: bool = False  # refused because the endpoint (or the run) has as many requests in flight as it may
+    # The endpoint's last request was not this caller's (or nobody knows whose it was): a server that reuses the
+    # last prompt's state must be cleared first, or the caller could time the other's prompt (``clears_slot``).
+    clear_first: bool = False
 
 
 # How long one admission may hold a caller whose endpoint is busy before answering "ask again": a slot is
@@ -44,9 +47,10 @@ class UsageSnapshot(BaseModel):
 
 
 class Gateway(Protocol):
-    def admit(self, endpoint: str) -> Admission: ...
+    def admit(self, endpoint: str, caller: str | None = None) -> Admission:
+        """A lease for one request to ``endpoint`` on behalf of the candidate ``caller`` (None: the host)."""
 
-    def admit_waiting(self, endpoint: str, hold_s: float) -> Admission:
+    def admit_waiting(self, endpoint: str, hold_s: float, caller: str | None = None) -> Admission:
         """``admit``, but while the endpoint is busy wait (up to ``hold_s``) for a request in flight to end."""
 
     def settle(self, lease: str, call: CallLog) -> CallLog: ...
@@ -60,16 +64,18 @@ class Gateway(Protocol):
     def restore(self, usage: dict[str, RoleUsage]) -> None: ...
 
 
-def admitted(gateway: Gateway, endpoint: str, where: str, sleep: Callable[[float], None] = time.sleep) -> str:
-    """A lease for one request to ``endpoint`` (waiting while its limits say so), or ``BudgetExceeded``
-    naming ``where`` once the run's budget is spent: how every paid call, chat or embedding, starts."""
+def admitted(gateway: Gateway, endpoint: str, where: str, sleep: Callable[[float], None] = time.sleep,
+             caller: str | None = None) -> Admission:
+    """A lease for one request to ``endpoint`` for ``caller`` (waiting while its limits say so), or
+    ``BudgetExceeded`` naming ``where`` once the run's budget is spent: how every paid call, chat or embedding,
+    starts."""
     with queued():  # behind the run's other requests: not the caller's own time (mstar_ray.llm.waiting)
         while True:
-            admission = gateway.admit_waiting(endpoint, HOLD_S)
+            admission = gateway.admit_waiting(endpoint, HOLD_S, caller)
             if admission.stop:
                 raise BudgetExceeded(f"{where}: {admission.stop}")
             if admission.lease is not None:
-                return admission.lease
+                return admission
             if not admission.busy:  # a rate limit or a pause: their wait is known
                 sleep(admission.wait_s)
 
@@ -94,28 +100,35 @@ class Governor:
         self._ledger = Ledger(prices, budget)
         self._lock = threading.Lock()
         self._freed = threading.Condition(self._lock)  # a request in flight ended
+        # Whose request each endpoint was last given to (None: the host's); absent: unknown (none yet, or one
+        # that failed and may have left anything in the server's state).
+        self._holders: dict[str, str | None] = {}
 
     @classmethod
     def for_settings(cls, settings: LLMSettings) -> Governor:
         """The run's governor: every endpoint's limits, the run's in-flight bound, prices and budget."""
         return cls(**governed_by(settings))
 
-    def admit(self, endpoint: str) -> Admission:
+    def admit(self, endpoint: str, caller: str | None = None) -> Admission:
         with self._lock:
-            return self._admit(endpoint)
+            return self._admit(endpoint, caller)
 
-    def _admit(self, endpoint: str) -> Admission:
+    def _admit(self, endpoint: str, caller: str | None) -> Admission:
         stop = self._ledger.stop_reason()
         if stop:
             return Admission(stop=stop)
         lease, wait = self._table.try_acquire(endpoint, time.monotonic())
-        return Admission(lease=lease, wait_s=wait, busy=lease is None and self._table.full(endpoint))
+        if lease is None:
+            return Admission(wait_s=wait, busy=self._table.full(endpoint))
+        clear = caller is not None and (endpoint not in self._holders or self._holders[endpoint] != caller)
+        self._holders[endpoint] = caller
+        return Admission(lease=lease, clear_first=clear)
 
-    def admit_waiting(self, endpoint: str, hold_s: float) -> Admission:
+    def admit_waiting(self, endpoint: str, hold_s: float, caller: str | None = None) -> Admission:
         deadline = time.monotonic() + hold_s
         with self._lock:
             while True:
-                admission = self._admit(endpoint)
+                admission = self._admit(endpoint, caller)
                 left = deadline - time.monotonic()
                 if not admission.busy or left <= 0:
                     return admission
@@ -131,6 +144,7 @@ class Governor:
     def release(self, lease: str) -> None:
         """Ends an attempt that got no answer: nothing to book (whether a server bills one, it does not say)."""
         with self._lock:
+            self._holders.pop(self._table.endpoint_of(lease), None)
             self._table.release(lease)
             self._freed.notify_all()
 

@@ -81,6 +81,10 @@ class LimitTable:
     def release(self, lease: str) -> None:
         self._leases.pop(lease, None)
 
+    @staticmethod
+    def endpoint_of(lease: str) -> str:
+        return lease.rpartition("@")[0]
+
     def pause(self, endpoint: str, until: float) -> None:
         """Hold every caller of this endpoint until ``until`` (a server asked us to back off)."""
         self._paused_until[endpoint] = max(self._paused_until.get(endpoint, 0.0), until)

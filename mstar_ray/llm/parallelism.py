@@ -27,11 +27,15 @@ from mstar_ray.llm.endpoint import DEFAULT_MAX_CONCURRENCY, LOCAL_MAX_CONCURRENC
 ASK_TIMEOUT_S = 5.0
 VLLM_MAX_NUM_SEQS = 256  # vLLM's default --max-num-seqs: requests its scheduler runs at once
 MAX_LEARNED = 1024  # a server claiming more is taken at this: the run's own threads are the bound past it
+_CLEARED = "; its slot cleared before a candidate's request that follows another's"
 
 
 class Parallelism(BaseModel):
     limit: int
     source: str  # what said so, for the run's first lines
+    # A llama.cpp server with one slot reuses the last prompt's state for the next request, whoever sends it:
+    # a candidate's request that follows another's is preceded by a clear (``EndpointConfig.clears_slot``).
+    clears_slot: bool = False
 
 
 def _root(base_url: str) -> str:
@@ -69,11 +73,13 @@ def learn(config: EndpointConfig) -> Parallelism:
     props = _get(f"{root}/props", headers)
     if isinstance(props, dict) and _positive(props.get("total_slots")):
         slots = _positive(props["total_slots"])
-        return Parallelism(limit=slots, source=f"the llama.cpp server has {slots} slot(s) (/props total_slots)")
+        return Parallelism(limit=slots, source=f"the llama.cpp server has {slots} slot(s) (/props total_slots)"
+                           + _CLEARED * (slots == 1), clears_slot=slots == 1)
     slots_list = _get(f"{root}/slots", headers)
     if isinstance(slots_list, list) and slots_list and all(isinstance(s, dict) and "id" in s for s in slots_list):
         slots = min(len(slots_list), MAX_LEARNED)
-        return Parallelism(limit=slots, source=f"the llama.cpp server has {slots} slot(s) (/slots)")
+        return Parallelism(limit=slots, source=f"the llama.cpp server has {slots} slot(s) (/slots)" + _CLEARED * (slots == 1),
+                           clears_slot=slots == 1)
     models = _get(f"{config.base_url.rstrip('/')}/models", headers)
     owners = {str(m.get("owned_by")) for m in (models or {}).get("data", []) if isinstance(m, dict)} \
         if isinstance(models, dict) else set()
@@ -87,7 +93,8 @@ def learn(config: EndpointConfig) -> Parallelism:
             return Parallelism(limit=running, source=f"the SGLang server runs {running} at once "
                                "(/get_server_info max_running_requests)")
     if "me" in owners:
-        return Parallelism(limit=1, source="a llama-cpp-python server (one request at a time)")
+        return Parallelism(limit=1, source="a llama-cpp-python server (one request at a time)" + _CLEARED,
+                           clears_slot=True)
     if on_this_machine(config.base_url):
         return Parallelism(limit=LOCAL_MAX_CONCURRENCY, source="a server on this machine that does not say how "
                            "many it serves at once")

@@ -9,7 +9,8 @@ same whoever came before. A candidate's requests that follow its own keep their 
 (no caller named) are never delayed.
 
 A candidate's requests name it in ``CALLER_HEADER`` (``mstar_ray.llm.endpoint``): the host's client sets it
-from the program id of the candidate whose toolkit call it forwards."""
+from the program id of the candidate whose toolkit call it forwards. A one-slot llama.cpp server the run does
+not serve gets the same clear from the run's clients (``EndpointConfig.clears_slot``)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,7 @@ from contextlib import asynccontextmanager
 
 import httpx
 
-# Evaluated to put the slot in a state nobody chose: a newline, one token out, greedy.
-CLEAR_BODY = {"prompt": "\n", "max_tokens": 1, "temperature": 0.0}
+from mstar_ray.llm.endpoint import SLOT_CLEAR
 
 
 class SlotGuard:
@@ -44,6 +44,6 @@ class SlotGuard:
             yield
 
     async def _clear(self) -> None:
-        reply = await self._server.post("/v1/completions", json={**CLEAR_BODY, "model": self._model})
+        reply = await self._server.post("/v1/completions", json={**SLOT_CLEAR, "model": self._model})
         reply.raise_for_status()
         self.clears += 1
