@@ -74,11 +74,11 @@ def learn(config: EndpointConfig) -> Parallelism:
     if isinstance(props, dict) and _positive(props.get("total_slots")):
         slots = _positive(props["total_slots"])
         return Parallelism(limit=slots, source=f"the llama.cpp server has {slots} slot(s) (/props total_slots)"
-                           + _CLEARED * (slots == 1), clears_slot=slots == 1)
+                           + (_CLEARED if slots == 1 else ""), clears_slot=slots == 1)
     slots_list = _get(f"{root}/slots", headers)
     if isinstance(slots_list, list) and slots_list and all(isinstance(s, dict) and "id" in s for s in slots_list):
         slots = min(len(slots_list), MAX_LEARNED)
-        return Parallelism(limit=slots, source=f"the llama.cpp server has {slots} slot(s) (/slots)" + _CLEARED * (slots == 1),
+        return Parallelism(limit=slots, source=f"the llama.cpp server has {slots} slot(s) (/slots)" + (_CLEARED if slots == 1 else ""),
                            clears_slot=slots == 1)
     models = _get(f"{config.base_url.rstrip('/')}/models", headers)
     owners = {str(m.get("owned_by")) for m in (models or {}).get("data", []) if isinstance(m, dict)} \

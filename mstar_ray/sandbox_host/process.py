@@ -55,10 +55,6 @@ EMBED_CHUNK = 32  # texts embedded between two deadline checks
 # filter that forks (the thread count checked at the snapshot is the precise test; this one is static), and
 # only such a program is forked from a fork server that preloads Chroma.
 THREADED_RUNTIMES = ("chroma",)
-
-
-def names_threaded_runtime(source: str) -> bool:
-    return any(name in source.lower() for name in THREADED_RUNTIMES)
 EXCUSE_LOOK_S = 0.05  # how often a host wait re-reads the time its request spent queued
 
 # Outcome kinds that are the program's fault and, per the contract, score it zero.
@@ -66,6 +62,10 @@ VIOLATION_KINDS = frozenset(
     {"timeout", "llm_budget", "embed_budget", "read_too_long", "crashed", "memory", "cpu", "file_size", "disk",
      "forbidden", "thread", "tasks", "protocol", "contract", "recursion"}
 )
+
+
+def names_threaded_runtime(source: str) -> bool:
+    return any(name in source.lower() for name in THREADED_RUNTIMES)
 
 
 class SandboxLimits(BaseModel):
