@@ -162,14 +162,13 @@ class EvalConcurrency(BaseModel):
                            "across the run. 1: the serial protocol")
     episodes: int = Field(4, ge=1, le=64, description="episodes of one evaluation played at once, each in its own "
                           "environment process (which costs memory: a JVM for TextWorldExpress)")
-    readers: int = Field(4, ge=1, le=64, description="reads of one evaluation served at once, each by a reader the "
+    readers: int = Field(16, ge=1, le=64, description="reads of one evaluation served at once, each by a reader the "
                          "program's process forks from its state after the writes (each read sees exactly that "
                          "state; a reader costs the memory its reads touch). 1, or a program whose process runs "
                          "threads (Chroma's runtime): reads run in the program's own process, in item order")
 
 
 # The offline task agent's evaluation: nothing waits on a model, so overlapping steps buys nothing; and reads stay in
-# the program's process, since forking a reader per read costs 2.4x the evaluation offline (measured on rulemem:
-# the fork server's preloaded Chroma makes each fork and exit ~80 ms) while every one of the 33 programs we hold
-# scores the same either way (docs/concepts/contract.md).
+# the program's process, since a reader per read costs several times the evaluation offline (measured on rulemem,
+# docs/results.md) while every one of the 33 programs we hold scores the same either way (docs/concepts/contract.md).
 SERIAL = EvalConcurrency(in_flight=1, episodes=1, readers=1)

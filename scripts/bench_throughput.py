@@ -42,6 +42,7 @@ import threading
 import time
 import types
 import uuid
+from typing import Any
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,6 +149,16 @@ def _in_process(source: str, backend, embedder) -> dict:
     return namespace
 
 
+def _read_or_error(kb: Any, query: Any) -> str:
+    """One read as the reference makes it: its reads share one knowledge base across its pool's threads, and a
+    read that raises (a SQLite connection used by two threads at once, say) is that read's result, not the
+    evaluation's end."""
+    try:
+        return str(kb.read(query))[:3000]
+    except Exception as exc:  # noqa: BLE001 - the reference keeps the exception as the read's result
+        return f"error: {exc}"
+
+
 def reference_shape(source: str, task: Task, roles: RoleClients, pool: concurrent.futures.Executor) -> float:
     """One evaluation in the reference's barrier rounds, its reads at once on the pool; returns its mean token F1
     (a check that it did the work)."""
@@ -162,7 +173,7 @@ def reference_shape(source: str, task: Task, roles: RoleClients, pool: concurren
         kb.write(item_class(**item), text.text)
     queries = list(pool.map(lambda q: backend.build_query(constants["INSTRUCTION_QUERY"], schema.query, q.question),
                             task.items))
-    contexts = list(pool.map(lambda query: str(kb.read(query_class(**query)))[:3000], queries))
+    contexts = list(pool.map(lambda query: _read_or_error(kb, query_class(**query)), queries))
     answers = list(pool.map(lambda pair: backend.perform(ANSWER, Shown(
         constants["INSTRUCTION_RESPONSE"], constants["ALWAYS_ON_KNOWLEDGE"], pair[0]), pair[1].question),
                             zip(contexts, task.items)))
