@@ -1,9 +1,10 @@
 """Fork server: one warm process that forks a fresh sandbox per program.
 
 Importing chromadb costs about a second; forking a process that has already imported it costs a few
-milliseconds. A fork server preloads Chroma only for the programs that name it (``settings["chroma"]``). The zygote never runs candidate code: it imports libraries, then forks on request. It
-runs inside the jail the host built for it (``mstar_ray.sandbox_host.jail``), with an environment that holds
-no secrets, and is not dumpable, so nothing running as the same user can trace it or read its memory.
+milliseconds. A fork server preloads Chroma only for the programs that name it (``settings["chroma"]``). The
+zygote never runs candidate code: it imports libraries, then forks on request. It runs inside the jail the
+host built for it (``mstar_ray.sandbox_host.jail``), with an environment that holds no secrets, and is not
+dumpable, so nothing running as the same user can trace it or read its memory.
 
 Each spawn forks a keeper, which enters the candidate's own namespaces (``sandbox.namespaces``) and
 forks the candidate; the keeper waits for it and exits the way it did, so the zygote reaps one process

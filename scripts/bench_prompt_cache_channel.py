@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mstar_ray.serve.slot_guard import SlotGuard  # noqa: E402
 from tests.llm_server import LlamaServer  # noqa: E402
 
+
 def long_prompt(words: int) -> list[dict[str, str]]:
     """A prompt of ``words`` words, its own from its first (a tag): nothing shared with another but the template."""
     text = f"{uuid.uuid4().hex[:8]}: " + " ".join(f"item{j}" for j in range(words))

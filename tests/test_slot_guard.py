@@ -6,7 +6,6 @@ endpoint the run reaches directly (its clients clear the slot under the run's li
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import httpx
 import pytest
@@ -18,13 +17,13 @@ from mstar_ray.llm.governor import Governor
 from mstar_ray.llm.limits import EndpointLimit
 from mstar_ray.llm.parallelism import learn
 from mstar_ray.serve.slot_guard import SlotGuard
+from scripts.bench_prompt_cache_channel import long_prompt
 from tests.llm_server import LlamaServer
 from tests.scripted_server import ScriptedServer
 
 
 def _prompt() -> list[dict[str, str]]:
-    text = f"{uuid.uuid4().hex[:8]}: " + " ".join(f"item{j}" for j in range(30))
-    return [{"role": "user", "content": f"{text}\nReply with one word."}]
+    return long_prompt(30)
 
 
 async def _reused(server: LlamaServer, guard: SlotGuard | None, http: httpx.AsyncClient,

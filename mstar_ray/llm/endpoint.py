@@ -44,6 +44,12 @@ CALLER_HEADER = "x-mstar-caller"
 SLOT_CLEAR = {"prompt": "\n", "max_tokens": 1, "temperature": 0.0}
 
 
+def clears_before(caller: str | None, holder: str | None) -> bool:
+    """Whether a slot whose state ``holder`` left (None: the host, a clear, or nobody known) must get
+    ``SLOT_CLEAR`` before ``caller``'s request (None: the host's, never held up)."""
+    return caller is not None and caller != holder
+
+
 class EndpointConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
+from mstar_ray.llm.endpoint import clears_before
 from mstar_ray.llm.errors import BudgetExceeded
 from mstar_ray.llm.ledger import Budget, Ledger, Price, RoleUsage
 from mstar_ray.llm.limits import EndpointLimit, LimitTable
@@ -100,8 +101,8 @@ class Governor:
         self._ledger = Ledger(prices, budget)
         self._lock = threading.Lock()
         self._freed = threading.Condition(self._lock)  # a request in flight ended
-        # Whose request each endpoint was last given to (None: the host's); absent: unknown (none yet, or one
-        # that failed and may have left anything in the server's state).
+        # Whose request each endpoint was last given to (None: the host's); absent: nobody known (none yet, or one
+        # that failed and may have left anything in the server's state), which clears like the host's.
         self._holders: dict[str, str | None] = {}
 
     @classmethod
@@ -120,7 +121,7 @@ class Governor:
         lease, wait = self._table.try_acquire(endpoint, time.monotonic())
         if lease is None:
             return Admission(wait_s=wait, busy=self._table.full(endpoint))
-        clear = caller is not None and (endpoint not in self._holders or self._holders[endpoint] != caller)
+        clear = clears_before(caller, self._holders.get(endpoint))
         self._holders[endpoint] = caller
         return Admission(lease=lease, clear_first=clear)
 

@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 
 import httpx
 
-from mstar_ray.llm.endpoint import SLOT_CLEAR
+from mstar_ray.llm.endpoint import SLOT_CLEAR, clears_before
 
 
 class SlotGuard:
@@ -37,7 +37,7 @@ class SlotGuard:
         another's prompt. A clear that fails fails this request (the client retries it): serving it would
         leave the channel open."""
         async with self._lock:
-            if caller is not None and caller != self._holder:
+            if clears_before(caller, self._holder):
                 self._holder = None  # a clear cut short leaves the slot in no caller's state
                 await self._clear()
             self._holder = caller
