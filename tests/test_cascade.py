@@ -15,7 +15,8 @@ from mstar_ray.run_config import RunConfig, load_run_config
 from mstar_ray.runlog.reader import read_rows
 from mstar_ray.search.cascade import ParentMargin, PopulationQuantile, cascade_rule, passes
 from mstar_ray.search.jobs import EvalJob
-from mstar_ray.state.replay import restore
+from mstar_ray.state.replay import _from_row, restore
+from mstar_ray.state.transitions import Screened
 from tests.test_policy import InProcessPool, make_policy, run_until, score_of
 
 CASCADE = {"slice_size": 3, "rule": "parent", "margin": 0.05}
@@ -103,6 +104,42 @@ def test_a_program_that_passed_its_screening_resumes_at_its_full_evaluation(tmp_
     resumed.drive(second)
     assert (second.jobs[0].candidate_id, second.jobs[0].purpose) == (child.id, "search")  # not screened again
     assert sum(1 for j in [*pool.jobs, *second.jobs] if (j.candidate_id, j.purpose) == (child.id, "screen")) == 1
+
+
+def blind_to_step_3(source: str, question: str) -> float:
+    """The stand-in fitness, but the agent does not act on what iteration 3 adds: its child answers every
+    question as its parent does (``uneven`` keeps every slice from being all alike)."""
+    return uneven(source.replace("STEP_3 =", "unread ="), question)
+
+
+@pytest.mark.parametrize("rule", [{"rule": "parent"}, {"rule": "quantile", "quantile": 0.0}])
+def test_a_child_that_answers_the_slice_as_its_parent_costs_the_slice_alone(tmp_path: Path, rule: dict):
+    policy, seeds = cascaded(tmp_path, **rule)
+    pool = InProcessPool(evaluators=1, reflectors=1, score_of=blind_to_step_3)
+    policy.start(seeds, None)
+    policy.drive(pool)
+    state = policy.state
+    (repeat,) = [j.candidate_id for j in pool.jobs if "STEP_3 =" in j.source]
+    parent = next(n for n in state.child_notes if any(e.id == repeat for e in state.child_notes[n]))
+    # screened once, never evaluated fully, though its slice score is its parent's, which passes either bar
+    assert [j.purpose for j in pool.jobs if j.candidate_id == repeat] == ["screen"]
+    assert state.screen_scores[repeat] == state.screen_scores[parent]
+    assert repeat not in state.population and state.screened_out == 2  # iteration 2's child loses its bar
+    note = next(e for e in state.child_notes[parent] if e.id == repeat)
+    assert note.note.startswith("screened out: it gave its parent's answer to every question")
+    # every child that changed an answer on the slice went on (the rule compares answers, not only scores)
+    went_on = {j.candidate_id for j in pool.jobs if j.purpose == "search"}
+    assert {m.id for m in state.members} == went_on
+    # the log says why, and a replay, whether from the event or from the program's row alone, says the same
+    policy.observer.run_dir.close()
+    events = read_rows(policy.observer.run_dir.path, "events")
+    assert any(e.candidate == repeat and (e.detail or "").endswith("screened out: its parent's answers") for e in events)
+    replayed = restore(policy.observer.run_dir.path)
+    assert replayed.child_notes[parent] == state.child_notes[parent]
+    assert replayed.screen_answers == state.screen_answers and repeat not in state.screen_answers
+    row = next(r for r in read_rows(policy.observer.run_dir.path, "candidates") if r.id == repeat)
+    rebuilt = _from_row(row, {}, policy.observer.run_dir.path)
+    assert isinstance(rebuilt, Screened) and rebuilt.repeats_parent
 
 
 def test_with_the_quantile_rule_a_child_must_reach_the_populations_quantile(tmp_path: Path):

@@ -115,10 +115,10 @@ class RunDir:
             case GuidanceRewritten(replaced=replaced, by=by, iteration=iteration):
                 row.update(kind="finished", work="reflection", purpose="guidance", iteration=iteration,
                            detail=f"instruction {replaced} rewritten as {by}")
-            case Screened(score=score, bar=bar, passed=passed):
+            case Screened(score=score, bar=bar, passed=passed, repeats_parent=repeats):
                 needed = "" if bar is None else f", needed {bar:.4f}"
-                row.update(kind="finished", work="evaluation", purpose="screen",
-                           detail=f"slice {score:.4f}{needed}: {'goes on' if passed else 'screened out'}")
+                verdict = "goes on" if passed else "screened out" + (": its parent's answers" if repeats else "")
+                row.update(kind="finished", work="evaluation", purpose="screen", detail=f"slice {score:.4f}{needed}: {verdict}")
             case Evaluated(score=score):
                 row.update(kind="finished", work="evaluation", purpose="search", detail=f"static {score:.4f}")
             case Violated(kind=kind):

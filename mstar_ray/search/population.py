@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mstar_ray.results import ItemResult
@@ -16,6 +17,18 @@ class Member(ProgramIdentity):
     results: list[ItemResult] = []  # static and rotating, for failure and success cases
     write_example: dict[str, Any] | None = None  # one write() call's item, as the program received it
     tokens: int = 0  # prompt and completion tokens its evaluation's model calls took (a cache hit takes none)
+
+
+def answers_of(results: Iterable[ItemResult]) -> dict[str, str]:
+    return {r.id: r.prediction for r in results}
+
+
+def same_answers(mine: Mapping[str, str], theirs: Mapping[str, str]) -> bool:
+    """The same answer to every question both were asked, and at least one was: to the task agent, one program
+    is the other again (how the population tells a child that changed nothing, and the cascade one it need
+    not evaluate fully)."""
+    shared = mine.keys() & theirs.keys()
+    return bool(shared) and all(mine[q] == theirs[q] for q in shared)
 
 
 class Population:
@@ -55,11 +68,8 @@ class Population:
 
     def _answers_as_parent(self, member: Member) -> bool:
         parent = self._by_id.get(member.parent) if member.parent is not None else None
-        if parent is None or parent.score != member.score or not member.results:
-            return False
-        asked = {r.id: r.prediction for r in parent.results}
-        shared = [r for r in member.results if r.id in asked]
-        return bool(shared) and all(asked[r.id] == r.prediction for r in shared)
+        return (parent is not None and parent.score == member.score
+                and same_answers(answers_of(member.results), answers_of(parent.results)))
 
     def ancestors(self, member_id: str) -> list[Member]:
         """From the seed down to the member's parent."""

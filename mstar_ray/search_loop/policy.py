@@ -33,7 +33,7 @@ from mstar_ray.search.cascade import cascade_rule, passes
 from mstar_ray.search.fix_report import fix_report
 from mstar_ray.search.jobs import EvalJob, EvalJobs, EvalOutcome
 from mstar_ray.search.parents import parent_rule
-from mstar_ray.search.population import Member
+from mstar_ray.search.population import Member, answers_of, same_answers
 from mstar_ray.search.selection import Challenge, Incumbent
 from mstar_ray.search.split import SplitPlan
 from mstar_ray.search.stop import BudgetCheck, SearchCount, StopReason, stop_conditions
@@ -378,11 +378,20 @@ class SearchPolicy:
         bar = None if candidate.origin == "seed" else self.cascade.bar(
             scores.get(candidate.parent) if candidate.parent is not None else None,
             [scores[m.id] for m in self.state.members if m.id in scores])
-        passed = passes(outcome.static_score, bar)
-        self._act(Screened(candidate=candidate, score=outcome.static_score, bar=bar, passed=passed),
+        answers = answers_of(outcome.report.results)
+        # A child that answers the slice as its parent did most likely changed nothing the agent acts on: the
+        # full evaluation would score its parent again, so it costs the slice alone.
+        repeats = (candidate.origin != "seed" and candidate.parent is not None
+                   and same_answers(answers, self.state.screen_answers.get(candidate.parent, {})))
+        passed = passes(outcome.static_score, bar) and not repeats
+        self._act(Screened(candidate=candidate, score=outcome.static_score, bar=bar, passed=passed,
+                           answers=answers if passed else {}, repeats_parent=repeats),
                   node_id=outcome.node_id, evaluation=evaluation)
         if passed:
             self.waiting.appendleft(candidate)  # its full evaluation next: nothing waits on a program half-scored
+        elif repeats:
+            self.observer.say(f"{candidate.id} screened out: on the slice it answers each question as its parent "
+                              f"{candidate.parent} did")
         else:
             self.observer.say(f"{candidate.id} screened out: {outcome.static_score:.3f} on the slice, below "
                               f"the {bar:.3f} it needed")

@@ -25,6 +25,7 @@ from mstar_ray.runlog.reader import read_rows
 from mstar_ray.runlog.schemas import CandidateRow
 from mstar_ray.runlog.schemas import EventRow
 from mstar_ray.runlog.sources import load_source
+from mstar_ray.search.cascade import passes
 from mstar_ray.state.candidate import Candidate
 from mstar_ray.state.reflector_yield import book
 from mstar_ray.state.search_state import SearchState
@@ -81,7 +82,9 @@ def _from_row(row: CandidateRow, results: dict[str, list[ItemResult]], run_dir: 
     if row.status == "failed":
         return Failed(candidate=candidate, error=row.violation_message or "")
     if row.status == "screened_out":
-        return Screened(candidate=candidate, score=row.screen_score or 0.0, bar=row.screen_threshold, passed=False)
+        score = row.screen_score or 0.0  # screened out at or above its bar: it answered as its parent did
+        return Screened(candidate=candidate, score=score, bar=row.screen_threshold, passed=False,
+                        repeats_parent=passes(score, row.screen_threshold))
     if row.status == "violation":
         return Violated(candidate=candidate, kind=row.violation_kind or "error")
     return Evaluated(candidate=candidate, score=row.static_score or 0.0, results=results.get(row.id, []),

@@ -49,6 +49,7 @@ class SearchState:
     screened_out: int = 0  # children the cascade stopped after their slice
     # By program id: its score on the cascade's slice (search.cascade), which the next children are held to.
     screen_scores: dict[str, float] = field(default_factory=dict)
+    screen_answers: dict[str, dict[str, str]] = field(default_factory=dict)  # and its answers there, by question
     discarded: int = 0
     violations: int = 0
     duplicates: int = 0
@@ -111,15 +112,12 @@ class SearchState:
                     self.guidance_of[iteration] = guidance
             case ReflectionStarted():
                 pass
-            case Screened(candidate=candidate, score=score, bar=bar, passed=passed):
+            case Screened(candidate=candidate, score=score, bar=bar, passed=passed, answers=answers):
                 self.screen_scores[candidate.id] = score
-                if not passed:
-                    self._finished(candidate)
-                    self.screened_out += 1
-                    self._settle(candidate.id, None, "; that program was screened out")
-                    if candidate.parent is not None:
-                        self._note(candidate.parent, candidate, note=f"screened out: {score:.3f} on the cascade's slice of the static "
-                                                   f"questions, below the {bar:.3f} needed to go on to the rest")
+                if passed:
+                    self.screen_answers[candidate.id] = answers
+                else:
+                    self._screened_out(transition)
             case Evaluated():
                 self._evaluated(transition)
             case Violated(candidate=candidate, kind=kind):
@@ -157,6 +155,21 @@ class SearchState:
     def _answered(self, candidate: Candidate) -> None:
         if candidate.origin not in _NOT_FROM_A_REFLECTION:
             self.open_reflections.discard(candidate.iteration)
+
+    def _screened_out(self, done: Screened) -> None:
+        candidate = done.candidate
+        self._finished(candidate)
+        self.screened_out += 1
+        self._settle(candidate.id, None, "; that program was screened out")
+        if candidate.parent is None:
+            return
+        if done.repeats_parent:
+            why = ("it gave its parent's answer to every question of the cascade's slice of the static questions: "
+                   "to the task agent nothing changed")
+        else:
+            why = (f"{done.score:.3f} on the cascade's slice of the static questions, below the {done.bar:.3f} "
+                   "needed to go on to the rest")
+        self._note(candidate.parent, candidate, note=f"screened out: {why}")
 
     def _finished(self, candidate: Candidate) -> None:
         self.pending.pop(candidate.id, None)

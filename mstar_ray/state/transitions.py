@@ -66,6 +66,9 @@ class Screened(_Transition):
     score: float  # its mean over the slice
     bar: float | None  # the slice score it needed (mstar_ray.search.cascade); None: nothing to compare with
     passed: bool
+    # By slice question id, its answer: a child of it that gives the same to each is screened out unscored.
+    answers: dict[str, str] = {}
+    repeats_parent: bool = False  # screened out for answering each slice question as its parent did
 
 
 class Violated(_Transition):
