@@ -20,6 +20,7 @@ from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.reflector import Child, ReflectionOutcome
+from mstar_ray.reflect.request import LineageEntry
 from mstar_ray.results import EvalReport, ItemResult, RuntimeViolation, SandboxInfo, summarise
 from mstar_ray.run_config import RunConfig
 from mstar_ray.search.jobs import EvalJob, EvalOutcome, static_score
@@ -178,6 +179,24 @@ def test_a_child_equal_to_a_known_program_is_a_duplicate_and_its_parent_hears_so
     assert policy.state.duplicates == 1 and child.id not in [c.id for c in policy.waiting]
     note = policy.state.child_notes[child.parent][-1]  # the duplicate names its own parent
     assert note.id == child.id and "identical to a program already evaluated" in note.note
+
+
+def test_every_reflection_hears_which_parts_no_child_of_the_run_moved_a_score_by(tmp_path: Path):
+    policy, seeds = make_policy(tmp_path, max_candidates=2)
+    policy.start(seeds, None)
+    policy.drive(InProcessPool(evaluators=1, reflectors=1))
+    assert policy._reflection_request(3).inert_parts == []  # each stand-in child changed its own constant
+    first, second = (m.id for m in policy.state.members[:2])
+
+    def note(parent: str, delta: float, changed: list[str]) -> None:
+        policy.state.child_notes[parent].append(LineageEntry(id="c" * 16, relation="child", commit_message="x",
+                                                             score=0.2, delta=delta, changed=changed))
+
+    note(first, 0.0, ["TOP_K"])
+    assert policy._reflection_request(3).inert_parts == []  # once is the lesson of its own parent
+    note(second, 0.0, ["TOP_K", "KnowledgeBase.read"])  # on another parent: the run's lesson
+    note(second, 0.04, ["KnowledgeBase.read"])
+    assert policy._reflection_request(3).inert_parts == ["TOP_K"]
 
 
 def test_a_duplicate_of_a_program_still_being_evaluated_gets_its_score_when_that_one_finishes(tmp_path: Path):

@@ -123,6 +123,17 @@ def test_the_history_says_what_earlier_attempts_changed_and_how_many_changed_not
     assert "Of the 3 attempts already made on this program, 1 changed nothing and 1 repeated a program" in text
 
 
+def test_the_history_says_which_parts_no_change_in_the_run_has_moved() -> None:
+    parent = seed_source("vector_search")
+    request = ReflectionRequest(parent_id="p", parent_source=parent, parent_score=0.2,
+                                inert_parts=["INSTRUCTION_QUERY", "INSTRUCTION_RESPONSE"])
+    text = reflection_messages(request, "function")[1]["content"]
+    assert ("Across this run, every child that changed INSTRUCTION_QUERY, INSTRUCTION_RESPONSE scored exactly what "
+            "its parent scored") in text
+    assert "Across this run" not in reflection_messages(request.model_copy(update={"inert_parts": []}),
+                                                        "function")[1]["content"]
+
+
 @pytest.mark.parametrize("message", [
     "Attempt 2 of 3 failed: the code in the reply is not valid Python",
     "<what you changed in read() and why>",

@@ -19,7 +19,7 @@ from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.program_ast import changed_pieces
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.offline import (
-    NoMutation, cap_per_source, date_aware_writes, failed_changes, fuse_keyword_scores, reflect, second_read,
+    MAX_LINE_WORDS, MAX_PER_SOURCE, NoMutation, cap_per_source, date_aware_writes, failed_changes, fuse_keyword_scores, reflect, second_read,
     write_per_line,
 )
 from mstar_ray.reflect.offline.hops import _asks_model
@@ -27,7 +27,7 @@ from mstar_ray.reflect.offline.reflective import WHY, _names_used
 from mstar_ray.reflect.offline.guided import OfflineReflector
 from mstar_ray.reflect.offline.blind import RandomOfflineReflector
 from mstar_ray.reflect.reflector import Child, Discard
-from mstar_ray.reflect.request import Case, LineageEntry, ReflectionRequest
+from mstar_ray.reflect.request import Case, LineageEntry, ReflectionRequest, inert_parts
 from mstar_ray.reflect.smoke import smoke_test
 from mstar_ray.run_config import RunConfig
 from mstar_ray.seeds import LIBRARY, PAPER_SEEDS
@@ -142,6 +142,43 @@ def test_parts_a_child_changed_without_moving_the_score_are_edited_last():
     only_prompts = reflect(parent, [parent], random.Random(0), failures=answering, lineage=[no_effect],
                            frozen_code=True)
     assert only_prompts.kind == "edit_instruction"
+
+
+@pytest.mark.parametrize("kind, stage, crowded", [
+    ("drop_long_lines", "answering", "Umar: " + " ".join(["word"] * (MAX_LINE_WORDS + 5))),
+    ("cap_per_source", "retrieval", "\n".join(f"[3 May 2023]\nUmar: line {i}" for i in range(MAX_PER_SOURCE + 2))),
+])
+def test_a_filter_that_would_change_none_of_the_failures_contexts_is_proposed_last(kind, stage, crowded):
+    parent = seed_source("vector_search")
+    plain = "[3 May 2023]\nUmar: Morning Mirela!\nMirela: Morning! How is the new job?"
+
+    def drawn(context: str) -> Counter[str]:
+        failures = cases(stage, context=context)
+        return Counter(reflect(parent, [parent], random.Random(s), failures=failures).kind for s in range(4 * DRAWS))
+
+    # tried on the contexts the failures were read with: a filter that keeps all of them is not where they come from
+    assert drawn(crowded)[kind] > 0 and drawn(plain)[kind] == 0
+
+
+def test_what_children_across_the_run_changed_without_effect_is_a_lesson_for_every_parent():
+    def child(changed: list[str], delta: float) -> LineageEntry:
+        return LineageEntry(id="c" * 16, relation="child", commit_message="x", score=0.3, delta=delta, changed=changed)
+
+    still, prompt = child(["TOP_K"], 0.0), child(["INSTRUCTION_QUERY"], 0.0)
+    prompts = {"INSTRUCTION_KNOWLEDGE_ITEM", "INSTRUCTION_QUERY", "INSTRUCTION_RESPONSE", "ALWAYS_ON_KNOWLEDGE"}
+    assert inert_parts([still]) == {"TOP_K"} and inert_parts([still], at_least=2) == set()
+    assert inert_parts([still, still], at_least=2) == {"TOP_K"}
+    # a part that a child changed with its score moving, even down, matters
+    assert inert_parts([still, still, child(["TOP_K", "KnowledgeBase.read"], -0.01)], at_least=2) == set()
+    # the four prompts are one part: two rewordings of two prompts are two changes of it
+    assert inert_parts([prompt, child(["INSTRUCTION_RESPONSE"], 0.0)], at_least=2) == prompts
+    # the offline reflector: a parent with no history of its own defers what the run found inert
+    parent = seed_source("experience_learner")
+    answering = cases("answering")
+    first = Counter(reflect(parent, [parent], random.Random(s), failures=answering).kind for s in range(DRAWS))
+    after = Counter(reflect(parent, [parent], random.Random(s), failures=answering, run_inert=prompts).kind
+                    for s in range(DRAWS))
+    assert first["edit_instruction"] > 0 and after["edit_instruction"] == 0
 
 
 def test_the_frozen_parts_hold():

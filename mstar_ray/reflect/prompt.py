@@ -64,8 +64,10 @@ def _case(case: Case, label: str) -> str:
 
 
 def _lineage(request: ReflectionRequest) -> str:
+    inert = (f"Across this run, every child that changed {', '.join(request.inert_parts)} scored exactly what its "
+             "parent scored: the failures do not come from there." if request.inert_parts else "")
     if not request.lineage:
-        return "(no history yet)"
+        return inert or "(no history yet)"
     lines = []
     for entry in request.lineage:
         if entry.score is None:
@@ -85,7 +87,7 @@ def _lineage(request: ReflectionRequest) -> str:
     if idle or repeated:
         lines.append(f"Of the {len(tried)} attempts already made on this program, {idle} changed nothing and "
                      f"{repeated} repeated a program already evaluated: make a change none of them made.")
-    return "\n".join(lines)
+    return "\n".join([*lines, inert] if inert else lines)
 
 
 def _constraints(request: ReflectionRequest) -> str:

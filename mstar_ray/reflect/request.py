@@ -6,11 +6,13 @@ stage and category instead, as MemSteer found better: each class gets a case bef
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Mapping
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from mstar_ray.contract import REQUIRED_CONSTANTS
 from mstar_ray.families.qa import QuestionAnswering
 from mstar_ray.reflect.guidance import Rewrite
 from mstar_ray.results import ItemResult
@@ -49,6 +51,26 @@ class LineageEntry(BaseModel):
     changed: list[str] = []  # the parts of its parent a child changed ("KnowledgeBase.read", "TOP_K")
 
 
+def inert_parts(entries: Iterable[LineageEntry], at_least: int = 1) -> set[str]:
+    """The parts of programs (``LineageEntry.changed``) that at least ``at_least`` scored children changed without
+    moving their score at all (a delta of exactly 0) and no scored child changed with its score moving: where
+    the failures do not come from. The four prompts are one part: an agent that ignored one rewording reads
+    them all the same way."""
+    prompts = "the four prompts"
+    still: Counter[str] = Counter()
+    moved: set[str] = set()
+    for entry in entries:
+        if entry.relation != "child" or entry.delta is None:
+            continue
+        parts = {prompts if part in REQUIRED_CONSTANTS else part for part in entry.changed}
+        if abs(entry.delta) < 1e-9:
+            still.update(parts)
+        else:
+            moved |= parts
+    inert = {part for part, n in still.items() if n >= at_least and part not in moved}
+    return inert - {prompts} | set(REQUIRED_CONSTANTS) if prompts in inert else inert
+
+
 class ReflectionRequest(BaseModel):
     kind: Literal["improve", "runtime_fix"] = "improve"
     # How the task's family uses read() and scores the agent; question answering, as Task.family defaults to.
@@ -57,6 +79,9 @@ class ReflectionRequest(BaseModel):
     parent_source: str
     parent_score: float
     lineage: list[LineageEntry] = []
+    # Parts that children across the whole run changed, never moving a score (``inert_parts``): a lesson of the
+    # run, not of this line of programs alone.
+    inert_parts: list[str] = []
     failures: list[Case] = []
     stage_counts: dict[str, int] = {}  # the parent's attributed failures by stage (none: not attributed)
     success: Case | None = None

@@ -280,7 +280,7 @@ class SearchPolicy:
         donors = [m.source for m in best if m.id != parent.id]
         return ReflectionRequest(
             task_brief=self.task_brief, parent_id=parent.id, parent_source=parent.source, parent_score=parent.score,
-            lineage=self.state.lineage(parent), failures=failures,
+            lineage=self.state.lineage(parent), inert_parts=self.state.inert_parts(), failures=failures,
             stage_counts=stage_totals(shown_results(parent.results, hidden)),
             success=success, write_example=parent.write_example,
             donors=donors[:MAX_DONORS], known_ids=sorted(self.state.seen), frozen_code=cfg.frozen_code,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from mstar_ray.llm.ledger import RoleUsage
 from mstar_ray.program_ast import changed_pieces
-from mstar_ray.reflect.request import ALREADY_EVALUATED, LineageEntry
+from mstar_ray.reflect.request import ALREADY_EVALUATED, LineageEntry, inert_parts
 from mstar_ray.search.population import Member, Population
 from mstar_ray.search.stop import StopReason
 from mstar_ray.state.candidate import Candidate
@@ -26,6 +26,9 @@ from mstar_ray.state.transitions import (
 # Origins whose program closes the reflection of its iteration (a runtime fix answers a violation, not an
 # iteration's reflection; a seed answers none).
 _NOT_FROM_A_REFLECTION = ("seed", "runtime-fix")
+# A part changed without effect this many times across the run (and never with one) is a lesson for every
+# reflection; one child is a lesson for its parent's reflections alone (its lineage).
+RUN_INERT_CHILDREN = 2
 
 
 @dataclass
@@ -90,6 +93,12 @@ class SearchState:
                 commit_message=member.commit_message, score=member.score,
                 delta=None if before is None else member.score - before))
         return entries + self.child_notes[parent.id]
+
+    def inert_parts(self) -> list[str]:
+        """Parts of programs that children across the run changed without moving a score, at least
+        ``RUN_INERT_CHILDREN`` times and never with a score moving: the run's lesson for every reflection."""
+        children = (entry for notes in self.child_notes.values() for entry in notes)
+        return sorted(inert_parts(children, at_least=RUN_INERT_CHILDREN))
 
     def score_of(self, program_id: str) -> float | None:
         return self.population.get(program_id).score if program_id in self.population else None

@@ -10,9 +10,9 @@ import ast
 import hashlib
 import random
 import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from mstar_ray.contract import LOGIC_CLASS, check_source
 from mstar_ray.program_ast import is_docstring
@@ -133,6 +133,19 @@ def _valid(parent: str, child: str, avoid: Collection[str] = ()) -> bool:
     except (SyntaxError, ValueError):
         return False
     return not check_source(child) and not _free_names(tree)
+
+
+def changes_one(helper_source: str, name: str, contexts: Sequence[str], *, entries: str | None = None) -> bool:
+    """Whether the helper ``name`` an edit puts into a child would change one of ``contexts`` (read()'s text as
+    the reflector was shown it), as a reader of the traces would try a filter on them before proposing it.
+    ``helper_source`` is this package's own text, the very one the child gets (one copy of its rule), never a
+    program's. The texts are compared as lines, or as the entries the helper ``entries`` of the same source
+    splits them into (a filter that joins what it keeps by blank lines changes separators, not content)."""
+    namespace: dict[str, Any] = {}
+    exec(compile(helper_source, f"<{name}>", "exec"), namespace)
+    helper = namespace[name]
+    split: Callable[[str], list[str]] = namespace[entries] if entries else str.splitlines
+    return any(split(helper(context)) != split(context) for context in contexts if context.strip())
 
 
 def _short_id(source: str) -> str:

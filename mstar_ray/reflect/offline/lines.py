@@ -12,19 +12,29 @@ from __future__ import annotations
 
 import ast
 import random
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 
 from mstar_ray.contract import LOGIC_CLASS
 from mstar_ray.reflect.offline.engine import (
     _Edit, Mutation, NoMutation, _Source, _apply, _bindings, _methods, _module_class, _valid,
 )
-from mstar_ray.reflect.offline.engine import _Function
+from mstar_ray.reflect.offline.engine import _Function, changes_one
 from mstar_ray.reflect.offline.writes import _constant_insertion
 
 MAX_LINE_WORDS_NAME = "MAX_LINE_WORDS"
 # Above a dialogue turn or an action, below a room's description or a pasted page.
 MAX_LINE_WORDS = 40
 HELPER = "short_lines"
+_HELPER_SOURCE = (f"# Lines of read()'s text with more words than this are left out: one long passage would take the "
+                  f"room of many\n# short, specific lines.\n{MAX_LINE_WORDS_NAME} = {MAX_LINE_WORDS}\n\n\n"
+                  f"def {HELPER}(text):\n"
+                  f'    return "\\n".join(line for line in text.split("\\n") if len(line.split()) <= {MAX_LINE_WORDS_NAME})\n')
+
+
+def drops_from(contexts: Sequence[str]) -> bool:
+    """Whether the child's filter would leave a line out of one of these contexts (read()'s text as the reflector
+    was shown it): where it leaves none, the failures cannot come from long lines."""
+    return changes_one(_HELPER_SOURCE, HELPER, contexts)
 
 
 def _returns(fn: _Function) -> Iterator[ast.Return]:
@@ -63,11 +73,7 @@ def drop_long_lines(source: str, rng: random.Random, *, avoid: Collection[str] =
     edits = [edit for node in _returns(read) if node.value is not None and (edit := _wrapped(parsed, node.value))]
     if not edits:
         raise NoMutation("read() returns nothing but literals")
-    constant = (f"# Lines of read()'s text with more words than this are left out: one long passage would take the "
-                f"room of many\n# short, specific lines.\n{MAX_LINE_WORDS_NAME} = {MAX_LINE_WORDS}\n\n\n"
-                f"def {HELPER}(text):\n"
-                f'    return "\\n".join(line for line in text.split("\\n") if len(line.split()) <= {MAX_LINE_WORDS_NAME})\n')
-    child = _apply(source, [_constant_insertion(parsed, constant), *edits])
+    child = _apply(source, [_constant_insertion(parsed, _HELPER_SOURCE), *edits])
     if not _valid(source, child, avoid):
         raise NoMutation("leaving long lines out of read() gives no new valid program")
     return Mutation("drop_long_lines", f"leave lines of more than {MAX_LINE_WORDS_NAME} = {MAX_LINE_WORDS} words out of "

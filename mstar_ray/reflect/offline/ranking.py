@@ -17,13 +17,13 @@ from __future__ import annotations
 import ast
 import random
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from mstar_ray.contract import LOGIC_CLASS
 from mstar_ray.reflect.offline.engine import (
     _Edit, Mutation, NoMutation, _Source, _apply, _bindings, _constant_target, _methods, _module_class, _valid,
 )
-from mstar_ray.reflect.offline.engine import _Function
+from mstar_ray.reflect.offline.engine import _Function, changes_one
 from mstar_ray.reflect.offline.engine import _constant_number
 from mstar_ray.reflect.offline.lines import _returns, _wrapped
 from mstar_ray.reflect.offline.writes import _constant_insertion
@@ -88,6 +88,13 @@ def {CAP}(text):
             kept.append(entry)
     return "\\n\\n".join(kept)
 '''
+
+
+def caps_in(contexts: Sequence[str]) -> bool:
+    """Whether the child's cap would leave an entry out of one of these contexts (read()'s text as the reflector
+    was shown it): where no source has more than its share there, the cap changes nothing the failures saw."""
+    return changes_one(f"{MAX_PER_SOURCE_NAME} = {MAX_PER_SOURCE}\n{_ENTRIES_SOURCE}\n\n{_CAP_SOURCE}", CAP, contexts,
+                       entries=ENTRIES)
 
 
 def _read(parsed: _Source) -> _Function:

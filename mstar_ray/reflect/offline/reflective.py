@@ -15,9 +15,13 @@ already failed. This reads the same and turns it into a choice among the generic
   who adopted Bramble") asks for a second read; a context that is a bare answer asks for evidence instead;
 - a change whose description matches a child of this parent that scored no better (or never was scored) is
   never proposed again: lineage;
-- the parts of the parent that a child changed without moving its score at all (``inert_pieces``: a prompt
-  the task agent does not read, an order nothing reads in order) are where the failures do not come from:
-  an edit that touches only those is taken only when no other applies.
+- the parts of the parent that a child changed without moving its score at all, and those that children
+  across the run changed without ever moving a score (``request.inert_parts``: a prompt the task agent does
+  not read, an order nothing reads in order) are where the failures do not come from:
+  an edit that touches only those is taken only when no other applies;
+- an edit that only filters read()'s text (long lines out, a cap per source) is first tried on the contexts
+  the failures were read with: one that would change none of them cannot be where they come from, and is
+  likewise taken only when no other applies.
 
 The edits are those the paper reports its evolved programs made (hybrid keyword and vector retrieval, at
 most k chunks per session, date-aware items), each generic over the contract: nothing here knows a seed or
@@ -36,7 +40,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from mstar_ray import text as tx
-from mstar_ray.contract import LOGIC_CLASS, REQUIRED_CONSTANTS
+from mstar_ray.contract import LOGIC_CLASS
 from mstar_ray.program_ast import changed_pieces
 from mstar_ray.reflect.offline.dates import date_aware_writes, write_per_line
 from mstar_ray.reflect.offline.engine import Mutation, NoMutation, _methods, _module_class, _weighted_shuffle
@@ -44,11 +48,13 @@ from mstar_ray.families.qa.offline import short_reply
 from mstar_ray.reflect.offline.evidence import quote_evidence
 from mstar_ray.reflect.offline.hops import second_read
 from mstar_ray.reflect.offline.instructions import edit_instruction
-from mstar_ray.reflect.offline.lines import drop_long_lines
+from mstar_ray.reflect.offline.lines import drop_long_lines, drops_from
 from mstar_ray.reflect.offline.perturb import _read_caps, perturb_numbers
 from mstar_ray.reflect.offline.propose import _crossover_any
-from mstar_ray.reflect.offline.ranking import cap_per_source, fuse_keyword_scores
+from mstar_ray.reflect.offline.ranking import cap_per_source, caps_in, fuse_keyword_scores
 from mstar_ray.reflect.offline.writes import filter_writes, order_by_recency
+
+from mstar_ray.reflect.request import inert_parts
 
 if TYPE_CHECKING:
     from mstar_ray.reflect.request import Case, LineageEntry
@@ -61,6 +67,8 @@ PLAYBOOK: dict[str, tuple[str, ...]] = {
     "answering": ("quote_evidence", "edit_instruction", "drop_long_lines", "widen_context", "crossover"),
 }
 INSTRUCTION_KINDS = frozenset({"edit_instruction"})
+# The edits that only filter read()'s text, each with whether its filter changes one of the contexts given.
+FILTERS: dict[str, Callable[[Sequence[str]], bool]] = {"drop_long_lines": drops_from, "cap_per_source": caps_in}
 DECAY = 0.6  # each later edit of a stage's list weighs this much of the one before it
 FLOOR = 0.05  # every edit stays possible: the attribution is a sample, and the search must not get stuck
 CUE_WEIGHT = 0.8  # of a cue that every case shows
@@ -70,14 +78,6 @@ WHY = " (why: "
 _NOW = re.compile(r"\b(now|current|currently|still|latest|these days|anymore)\b", re.IGNORECASE)
 # A question that names someone by a relation needs a second read for who that is.
 _RELATION = re.compile(r"\bthe (?:person|one|owner|man|woman) (?:who|whose|that|of)\b", re.IGNORECASE)
-
-
-def inert_pieces(lineage: Sequence[LineageEntry]) -> set[str]:
-    """Parts of this parent that a child changed without moving its score at all (a delta of exactly 0). The
-    four prompts are one part: the agent that ignored one rewording reads them all the same way."""
-    inert = {piece for e in lineage if e.relation == "child" and e.delta is not None and abs(e.delta) < 1e-9
-             for piece in e.changed}
-    return inert | set(REQUIRED_CONSTANTS) if inert & set(REQUIRED_CONSTANTS) else inert
 
 
 def _why_free(message: str) -> str:
@@ -198,6 +198,7 @@ def reflect(
     failures: Sequence[Case] = (),
     stage_counts: dict[str, int] | None = None,
     lineage: Sequence[LineageEntry] = (),
+    run_inert: Collection[str] = (),
     exclude: Collection[str] = (),
     frozen_code: bool = False,
     frozen_instructions: bool = False,
@@ -206,7 +207,8 @@ def reflect(
 
     Edits are drawn by weight (so that reflections in flight on one parent try different edits), and one
     that does not apply, or repeats a failed change of this parent (``lineage``) or a description in
-    ``exclude``, gives way to the next. The returned description ends with why it was chosen (``WHY``).
+    ``exclude``, gives way to the next; one touching only parts that children changed without effect, of this
+    parent or across the run (``run_inert``), waits until nothing else applies. The returned description ends with why it was chosen (``WHY``).
     ``NoMutation`` if nothing applies.
     """
     stage_counts = stage_counts or {}
@@ -217,7 +219,7 @@ def reflect(
     known = frozenset(population_sources)
     edits = editors(parent_source, population_sources, known)
     shares, cue = stage_shares(failures, stage_counts), cues(failures)
-    inert = inert_pieces(lineage)
+    inert = inert_parts(lineage) | set(run_inert)
 
     def explained(kind: str, mutation: Mutation) -> Mutation:
         return replace(mutation, description=f"{mutation.description}{WHY}{_why(kind, shares, cue)})")
@@ -235,6 +237,9 @@ def reflect(
                 continue
             if inert and set(changed_pieces(parent_source, mutation.source)) <= inert:
                 # A child changed these parts and the score did not move: the failures come from elsewhere.
+                deferred.append((kind, mutation))
+                break
+            if failures and kind in FILTERS and not FILTERS[kind]([case.context for case in failures]):
                 deferred.append((kind, mutation))
                 break
             return explained(kind, mutation)
