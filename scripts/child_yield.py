@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mstar_ray.runlog.reader import read_table  # noqa: E402
 from mstar_ray.search.noise import paired_interval  # noqa: E402
+from mstar_ray.search.population import answers_of, same_answers  # noqa: E402
 from mstar_ray.state.replay import restore  # noqa: E402
 
 
@@ -34,10 +35,8 @@ def edit_table(run_dir: Path) -> str:
         if parent is None:
             continue
         edit = child.origin if child.origin != "mutation" else f"mutation:{child.commit_message.split(':', 1)[0]}"
-        answered = {r.id: r.prediction for r in parent.results}
-        shared = [r for r in child.results if r.id in answered]
         made[edit] += 1
-        same[edit] += bool(shared) and all(answered[r.id] == r.prediction for r in shared)
+        same[edit] += same_answers(answers_of(child.results), answers_of(parent.results))
         above[edit] += child.score > parent.score
     lines = [f"children {sum(made.values())}, answering every question as their parent {sum(same.values())}",
              "| edit | children | same answers as the parent | above the parent |", "|---|---|---|---|"]
@@ -45,11 +44,17 @@ def edit_table(run_dir: Path) -> str:
     return "\n".join(lines)
 
 
-def test_lead(run_dir: Path) -> str:
+def test_rows(run_dir: Path) -> tuple[str, str, dict[str, dict[str, dict]]]:
+    """The ids of the run's returned program and best seed, and each one's test results by question id."""
     summary = json.loads((run_dir / "summary.json").read_text())
     best, seed = summary["best"]["id"], summary["best_seed"]["id"]
     rows = read_table(run_dir, "results").to_pylist()
-    scored = {c: {r["question_id"]: r for r in rows if r["candidate"] == c and r["split"] == "test"} for c in (best, seed)}
+    return best, seed, {c: {r["question_id"]: r for r in rows if r["candidate"] == c and r["split"] == "test"}
+                        for c in (best, seed)}
+
+
+def test_lead(run_dir: Path) -> str:
+    best, seed, scored = test_rows(run_dir)
     asked = sorted(set(scored[best]) & set(scored[seed]))
     if not asked:
         return f"no test questions answered by both {best} and {seed}"

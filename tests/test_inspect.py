@@ -384,3 +384,14 @@ def test_the_page_reads_the_logs_again_only_when_they_changed_and_not_more_often
     assert shown() == first and snapshots.builds == 1  # changed, but within the gap: the last read is served
     snapshots.next_read = 0.0  # the gap has passed
     assert shown() == [*first, child] and snapshots.builds == 2
+
+
+def test_a_reference_is_tested_as_the_run_tested_its_own_program(finished_run):
+    """scripts/reference_share.py: the run's returned program, given as the reference, scores on each test question
+    exactly what the run's own test gave it."""
+    from scripts.child_yield import test_rows
+    from scripts.reference_share import reference_scores
+
+    best, _, scored = test_rows(finished_run)
+    again = reference_scores(finished_run, (finished_run / "best.py").read_text())
+    assert scored[best] and again == {q: row["score"] for q, row in scored[best].items()}

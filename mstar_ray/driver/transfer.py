@@ -57,7 +57,7 @@ class Column:
                        items=[items[q] for q in test + feedback], static_ids=test, judge=True, feedback_ids=feedback)
 
 
-def _run_column(run_dir: Path) -> tuple[Column, RunConfig, list[tuple[str, str]]]:
+def run_column(run_dir: Path) -> tuple[Column, RunConfig, list[tuple[str, str]]]:
     """A finished run's column and its programs: (label, source) of its returned program, then of its seeds."""
     config = load_run_config(run_dir / layout.CONFIG)
     summary_path = run_dir / layout.SUMMARY
@@ -99,7 +99,7 @@ class Crossing:
     def of(cls, run_dirs: list[str], task_configs: list[str]) -> Crossing:
         if not run_dirs:
             raise InputError("give at least one run directory")
-        runs = [_run_column(Path(run_dir)) for run_dir in run_dirs]
+        runs = [run_column(Path(run_dir)) for run_dir in run_dirs]
         rows: dict[str, tuple[str, str]] = {}
         natives: dict[str, int] = {}
         for index, (_, _, programs) in enumerate(runs):
