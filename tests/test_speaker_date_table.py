@@ -20,47 +20,10 @@ from mstar_ray.reflect.smoke import smoke_test
 from mstar_ray.sandbox_host.process import Sandbox
 from mstar_ray.seeds import LIBRARY
 from tests.conftest import seed_source
+from tests.test_second_read import PROGRAM
 
-# A memory that returns the two lines sharing the most words with the query, the oldest first on a tie: asked
-# what Olivia has now, it returns her older statement and Emil's, never the one that updates it.
-PROGRAM = '''from dataclasses import dataclass
-
-INSTRUCTION_KNOWLEDGE_ITEM = "Note the text."
-INSTRUCTION_QUERY = "Ask."
-INSTRUCTION_RESPONSE = "Answer."
-ALWAYS_ON_KNOWLEDGE = ""
-TOP = 2
-
-
-@dataclass
-class KnowledgeItem:
-    note: str
-
-
-@dataclass
-class Query:
-    question: str
-
-
-def words(text):
-    for mark in ":.,;?!":
-        text = text.replace(mark, " ")
-    return set(text.lower().split())
-
-
-class KnowledgeBase:
-    def __init__(self, toolkit):
-        self.lines = []
-
-    def write(self, item, raw_text):
-        self.lines.extend(line for line in raw_text.split("\\n") if line.strip())
-
-    def read(self, query):
-        wanted = words(query.question)
-        ranked = sorted(self.lines, key=lambda line: -len(wanted & words(line)))
-        return "\\n".join(ranked[:TOP])
-'''
-
+# The memory of tests/test_second_read.py: the two lines sharing the most words with the query, the oldest first on
+# a tie. Asked what Olivia has now, it returns her older statement and Emil's, never the one that updates it.
 OLDER = """[3 March 2022]
 Olivia: What a joy, I have a red bicycle now.
 Emil: What does it matter, I have a bicycle too."""
@@ -104,6 +67,12 @@ def test_read_adds_the_newest_dated_statement_of_the_person_asked_about() -> Non
     assert added[0] == UPDATE
     assert added[1] == "[3 March 2022] Olivia: What a joy, I have a red bicycle now."
     assert all(" Olivia: " in line for line in added)
+
+
+def test_a_name_in_lower_case_names_the_speaker_too() -> None:
+    # A query field a model (or the offline agent) fills in lower case ("current job mirela") still names her.
+    child = speaker_date_table(PROGRAM, random.Random(0)).source
+    assert UPDATE in run(child, "olivia have now")[0]
 
 
 def test_a_query_naming_no_speaker_reads_as_before() -> None:
@@ -173,8 +142,8 @@ def test_a_read_that_asks_the_toolkit_model_still_asks_it_once() -> None:
 @pytest.mark.parametrize("change, why", [
     ((r'self.lines.extend(line for line in raw_text.split("\n") if line.strip())', "pass"), "raw text"),
     ((r'return "\n".join(ranked[:TOP])', 'return ""'), "literals"),
-    (("    question: str", "    limit: int"), "text field"),
-    (("    def read(self, query):\n        wanted", "    def read(self, query):\n        query = query.question\n"
+    (("    text: str\n    limit: int", "    limit: int"), "text field"),
+    (("    def read(self, query):\n        wanted", "    def read(self, query):\n        query = query.text\n"
       "        wanted"), "rebinds"),
 ])
 def test_it_declines_a_program_it_cannot_edit(change: tuple[str, str], why: str) -> None:

@@ -11,9 +11,9 @@ one, in the program's own SQLite (``toolkit.db``, a table of its own):
   ``date_aware_writes``, whose helper it shares: else the item's date field), with a key that sorts the date
   in time order ("1:56 pm on 8 May, 2023", "8 May 2023", "2023-05-08"), then does what it did before;
 - every value ``read()`` returns passes through a helper that keeps it and adds, after it, the rows of the
-  speakers the query names (a speaker whose name is a word of one of the Query's text fields), newest first,
-  those sharing a content word with the query (all of the person's, if it asks nothing beyond the name), at
-  most ``SPEAKER_ROWS``, none already in what read() found. The whole stays within ``TABLE_READ_CHARS``
+  speakers the query names (a speaker whose name, in any case, is a word of one of the Query's text fields, not a
+  question word), newest first, those sharing a content word with the query (all of the person's, if it asks
+  nothing beyond the name), at most ``SPEAKER_ROWS``, none already in what read() found. The whole stays within ``TABLE_READ_CHARS``
   (``READ_LIMIT``): where read() already filled it, its last lines give way to the rows, which never take more
   than a third of the room unless read() left more free.
 
@@ -135,12 +135,14 @@ def {ADD}(found, db, asked):
     word with it, or all if it asks nothing beyond the names), each once, within TABLE_READ_CHARS."""
     if not isinstance(found, str):
         return found
+    # A name in any case ("mirela" in a query a model wrote in lower case), but never a question word ("Will").
     said = set()
-    for word in asked.split():
+    for word in asked.lower().split():
         word = word.strip("?.,!:;\\"()[]")
         said.add(word[:-2] if word.endswith("'s") or word.endswith("\\u2019s") else word)
+    said -= TABLE_STOP
     speakers = [s for (s,) in db.execute("SELECT DISTINCT speaker FROM {TABLE}").fetchall()
-                if s in said or (" " in s and s in asked)]
+                if s.lower() in said or (" " in s and s.lower() in asked.lower())]
     if not speakers:
         return found
     marks = ", ".join("?" for _ in speakers)
