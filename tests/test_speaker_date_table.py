@@ -62,17 +62,15 @@ def test_read_adds_the_newest_dated_statement_of_the_person_asked_about() -> Non
     after, _ = run(child, QUESTION)
     assert "scooter" not in before
     assert after.startswith(before + "\n")  # what the parent found is kept, first
-    added = after[len(before) + 1:].split("\n")
-    # Olivia's lines only, newest first by their dates (the newer session was written first), each with its date
-    assert added[0] == UPDATE
-    assert added[1] == "[3 March 2022] Olivia: What a joy, I have a red bicycle now."
-    assert all(" Olivia: " in line for line in added)
+    # Olivia's lines, newest first by their dates (the newer session was written first), each with its date; her
+    # older statement, which read() found already, is not repeated
+    assert after[len(before) + 1:].split("\n") == [UPDATE]
 
 
 def test_a_name_in_lower_case_names_the_speaker_too() -> None:
     # A query field a model (or the offline agent) fills in lower case ("current job mirela") still names her.
     child = speaker_date_table(PROGRAM, random.Random(0)).source
-    assert UPDATE in run(child, "olivia have now")[0]
+    assert UPDATE in run(child, "what does olivia have now")[0]
 
 
 def test_a_query_naming_no_speaker_reads_as_before() -> None:
@@ -81,17 +79,27 @@ def test_a_query_naming_no_speaker_reads_as_before() -> None:
     assert run(child, question)[0] == run(PROGRAM, question)[0]
 
 
-def test_only_the_persons_lines_that_share_what_is_asked_are_added() -> None:
-    child = speaker_date_table(PROGRAM, random.Random(0)).source
-    after, _ = run(child, "Which scooter does Olivia ride?")
-    assert UPDATE in after and "red bicycle now." not in after.split("\n")[-1]
+def table(*texts: str) -> tuple[dict[str, Any], sqlite3.Connection]:
+    """The child's helpers, and a real SQLite table holding ``texts`` as its write() stores them."""
+    scope = helpers(speaker_date_table(PROGRAM, random.Random(0)).source)
+    db = scope["open_speaker_table"](sqlite3.connect(":memory:"))
+    for text in texts:
+        scope["store_speaker_lines"](db, scope["dated_lines"](text))
+    return scope, db
+
+
+def test_the_persons_lines_sharing_the_rarer_words_asked_come_first_then_the_newest() -> None:
+    tram = "[1 January 2024] Olivia: I ride the tram to work these days."
+    scope, db = table(NEWER, OLDER, "[1 January 2024]\nOlivia: I ride the tram to work these days.\nEmil: A scooter!")
+    # the red bicycle shares no word asked about; "scooter" is rarer among Olivia's lines than "ride"; Emil's
+    # scooter is not Olivia's
+    assert scope["with_speaker_rows"]("", db, "Which scooter does Olivia ride?").split("\n") == [UPDATE, tram]
+    newest = scope["with_speaker_rows"]("", db, "Olivia").split("\n")
+    assert newest[:2] == [tram, UPDATE] and len(newest) == 3
 
 
 def test_the_rows_stay_within_what_read_may_return() -> None:
-    scope = helpers(speaker_date_table(PROGRAM, random.Random(0)).source)
-    db = scope["open_speaker_table"](sqlite3.connect(":memory:"))
-    for text in (NEWER, OLDER):
-        scope["store_speaker_lines"](db, scope["dated_lines"](text))
+    scope, db = table(NEWER, OLDER)
     full = "\n".join(f"Emil: line {i} of a long chat about bicycles" for i in range(200))[:READ_LIMIT]
     out = scope["with_speaker_rows"](full, db, QUESTION)
     assert len(out) <= READ_LIMIT and UPDATE in out

@@ -12,8 +12,9 @@ one, in the program's own SQLite (``toolkit.db``, a table of its own):
   in time order ("1:56 pm on 8 May, 2023", "8 May 2023", "2023-05-08"), then does what it did before;
 - every value ``read()`` returns passes through a helper that keeps it and adds, after it, the rows of the
   speakers the query names (a speaker whose name, in any case, is a word of one of the Query's text fields, not a
-  question word), newest first, those sharing a content word with the query (all of the person's, if it asks
-  nothing beyond the name), at most ``SPEAKER_ROWS``, none already in what read() found. The whole stays within ``TABLE_READ_CHARS``
+  question word): those sharing a content word with the query, the rarer (among the person's lines) the words
+  they share the earlier, newest first among equals (all of the person's, newest first, if the query asks nothing
+  beyond the name), at most ``SPEAKER_ROWS``, none whose words read() already found (with or without its date). The whole stays within ``TABLE_READ_CHARS``
   (``READ_LIMIT``): where read() already filled it, its last lines give way to the rows, which never take more
   than a third of the room unless read() left more free.
 
@@ -131,8 +132,9 @@ def table_terms(text):
 
 
 def {ADD}(found, db, asked):
-    """What read() found, then the rows of the speakers ``asked`` names, newest first (those sharing a content
-    word with it, or all if it asks nothing beyond the names), each once, within TABLE_READ_CHARS."""
+    """What read() found, then the rows of the speakers ``asked`` names (those sharing its rarer content words
+    first, else newest first; all, newest first, if it asks nothing beyond the names), each once, within
+    TABLE_READ_CHARS."""
     if not isinstance(found, str):
         return found
     # A name in any case ("mirela" in a query a model wrote in lower case), but never a question word ("Will").
@@ -150,13 +152,20 @@ def {ADD}(found, db, asked):
     rows = [line for (line,) in db.execute(newest_first, speakers)]
     wanted = table_terms(asked) - table_terms(" ".join(speakers))
     if wanted:
-        rows = [line for line in rows if wanted & table_terms(line.split("] ", 1)[-1])]
+        # Rows sharing the query's rarer words (among this person's rows) first, the newest first among equals.
+        shared = [(line, wanted & table_terms(line.split("] ", 1)[-1])) for line in rows]
+        counts = {{}}
+        for _, terms in shared:
+            for term in terms:
+                counts[term] = counts.get(term, 0) + 1
+        weighed = [(-sum(1 / counts[t] for t in terms), line) for line, terms in shared if terms]
+        rows = [line for _, line in sorted(weighed, key=lambda pair: pair[0])]
     free = max(TABLE_READ_CHARS - len(found) - 1, TABLE_READ_CHARS // 3)
     block, size = [], 0
     for line in rows:
         if len(block) >= SPEAKER_ROWS:
             break
-        if line in found or line in block or size + len(line) + 1 > free:
+        if line.split("] ", 1)[-1] in found or line in block or size + len(line) + 1 > free:
             continue
         block.append(line)
         size += len(line) + 1
