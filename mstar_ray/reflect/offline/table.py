@@ -14,9 +14,9 @@ one, in the program's own SQLite (``toolkit.db``, a table of its own):
   speakers the query names (a speaker whose name, in any case, is a word of one of the Query's text fields, not a
   question word): those sharing a content word with the query, the rarer (among the person's lines) the words
   they share the earlier, newest first among equals (all of the person's, newest first, if the query asks nothing
-  beyond the name), at most ``SPEAKER_ROWS``, none whose words read() already found (with or without its date). The whole stays within ``TABLE_READ_CHARS``
-  (``READ_LIMIT``): where read() already filled it, its last lines give way to the rows, which never take more
-  than a third of the room unless read() left more free.
+  beyond the name), at most ``SPEAKER_ROWS``, none whose words read() already found (with or without its date).
+  The whole stays within ``TABLE_READ_CHARS`` (``READ_LIMIT``): where read() already filled it, its last lines
+  give way to the rows, which never take more than a third of the room unless read() left more free.
 
 ``read()`` itself is not renamed or repeated: a ``read()`` that asks the toolkit model asks it as often as
 before, and the edits that tune read()'s own code still find it. The helpers go into the program as plain
@@ -47,8 +47,8 @@ SPEAKER_ROWS = 6
 _NAMES = frozenset({OPEN, STORE, ADD, "SPEAKER_ROWS", "TABLE_READ_CHARS", "TABLE_STOP", "TABLE_MONTHS",
                     "speaker_of", "date_order", "table_terms"})
 
-_HELPERS = f'''# A person's own statements, each with the date and speaker it states, kept in a SQLite table beside what the
-# program stores: read() adds those of the person a query names, newest first.
+_HELPERS = f'''# A person's own statements, each with the date and speaker it states, kept in a SQLite table
+# beside what the program stores: read() adds those of the person a query names, newest first.
 SPEAKER_ROWS = {SPEAKER_ROWS}
 # What read() returns with the added rows stays within this many characters.
 TABLE_READ_CHARS = {READ_LIMIT}
