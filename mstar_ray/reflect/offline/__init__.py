@@ -29,6 +29,9 @@ source; deterministic given the generator; ``avoid`` lists programs a child must
   the answer step answers from what it is shown.
 - ``second_read``: ``read()`` reads a second time for the person a question names by a relation ("the person who
   adopted Fennel"), with the name the first read states beside the question's own names.
+- ``speaker_date_table``: ``write()`` also stores each line that states a speaker with its date in a SQLite table
+  (the program's own ``toolkit.db``); ``read()`` keeps what it found and adds the person the query names' dated
+  lines, newest first, within ``READ_LIMIT``.
 
 ``reflect`` (the ``offline`` reflector) chooses the edit from the parent's failures, their attributed stages
 and its lineage, and never repeats a change that failed on that parent. ``propose`` (``offline-random``,
@@ -40,7 +43,8 @@ passes ``check_source``, compiles, reads no undefined name and differs from its 
 The package: ``engine`` (the result type, text edits at AST spans, validity, shared AST lookups), ``names``
 (free and bound names), one module per kind (``perturb``, ``crossover``, ``instructions``, ``writes``:
 ``filter_writes`` and ``order_by_recency``, which both decide what memory keeps; ``lines``: ``drop_long_lines``;
-``dates``; ``ranking``; ``hops``: ``second_read``; ``evidence``: ``quote_evidence``), ``propose`` and ``reflective``.
+``dates``; ``ranking``; ``hops``: ``second_read``; ``evidence``: ``quote_evidence``; ``table``:
+``speaker_date_table``), ``propose`` and ``reflective``.
 """
 
 from mstar_ray.reflect.offline.crossover import crossover
@@ -54,11 +58,13 @@ from mstar_ray.reflect.offline.evidence import quote_evidence
 from mstar_ray.reflect.offline.hops import second_read
 from mstar_ray.reflect.offline.ranking import MAX_PER_SOURCE, cap_per_source, fuse_keyword_scores
 from mstar_ray.reflect.offline.reflective import PLAYBOOK, failed_changes, reflect
+from mstar_ray.reflect.offline.table import speaker_date_table
 from mstar_ray.reflect.offline.writes import MIN_WRITE_WORDS, filter_writes, order_by_recency
 
 __all__ = [
     "GUIDANCE", "KIND_WEIGHTS", "MAX_LINE_WORDS", "MAX_PER_SOURCE", "MIN_WRITE_WORDS", "PLAYBOOK", "READ_LIMIT",
     "SCALE_FACTORS", "Mutation", "NoMutation", "cap_per_source", "crossover", "date_aware_writes", "drop_long_lines",
     "edit_instruction", "failed_changes", "filter_writes", "fuse_keyword_scores", "order_by_recency",
-    "perturb_numbers", "propose", "quote_evidence", "reflect", "second_read", "write_per_line",
+    "perturb_numbers", "propose", "quote_evidence", "reflect", "second_read", "speaker_date_table",
+    "write_per_line",
 ]

@@ -21,6 +21,7 @@ from mstar_ray.reflect.offline.instructions import edit_instruction
 from mstar_ray.reflect.offline.lines import drop_long_lines
 from mstar_ray.reflect.offline.perturb import perturb_numbers
 from mstar_ray.reflect.offline.ranking import cap_per_source, fuse_keyword_scores
+from mstar_ray.reflect.offline.table import speaker_date_table
 from mstar_ray.reflect.offline.writes import filter_writes, order_by_recency
 
 
@@ -37,6 +38,7 @@ KIND_WEIGHTS: dict[str, float] = {
     "fuse_keyword_scores": 1.5,
     "cap_per_source": 1.5,
     "second_read": 1.5,
+    "speaker_date_table": 1.5,
     "quote_evidence": 1.5,
     "edit_instruction": 1.0,
 }
@@ -87,7 +89,7 @@ def propose(
     """
     code_kinds = ["perturb_numbers", "crossover", "filter_writes", "order_by_recency", "drop_long_lines",
                   "date_aware_writes", "write_per_line", "fuse_keyword_scores", "cap_per_source", "second_read",
-                  "quote_evidence"]
+                  "speaker_date_table", "quote_evidence"]
     kinds = ([] if frozen_code else code_kinds) + ([] if frozen_instructions else ["edit_instruction"])
     single: dict[str, Callable[..., Mutation]] = {
         "perturb_numbers": perturb_numbers,
@@ -99,6 +101,7 @@ def propose(
         "fuse_keyword_scores": fuse_keyword_scores,
         "cap_per_source": cap_per_source,
         "second_read": second_read,
+        "speaker_date_table": speaker_date_table,
         "quote_evidence": quote_evidence,
         "edit_instruction": edit_instruction,
     }

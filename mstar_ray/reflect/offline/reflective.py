@@ -7,12 +7,16 @@ already failed. This reads the same and turns it into a choice among the generic
 - the stages the parent's failures are attributed to (all of them, ``stage_counts``; else the cases' own; a
   case without a stage counts as ``answering`` when its expected answer stands in its context, else
   ``retrieval``) weigh the edits addressing each (``PLAYBOOK``): storage -> what write() keeps and how it is
-  keyed (dates on every line, one entry per line, its sizes, filters); retrieval -> how read() finds and ranks (keyword fusion, more entries, a
-  second read for the person a two-hop question names by a relation, a cap per source, recency); answering
-  -> read() handing the answer step evidence instead of answering itself, -> instructions and the context's layout (long lines out, more room);
+  keyed (dates on every line, one entry per line, its sizes, filters, a SQLite table of date and speaker);
+  retrieval -> how read() finds and ranks (keyword fusion, more entries, a second read for the person a two-hop
+  question names by a relation, a cap per source, recency, the dated lines of the person a query names); answering
+  -> read() handing the answer step evidence instead of answering itself, instructions and the context's
+  layout (long lines out, more room);
 - cues in the cases add to that: a question about when, whose context holds no date of the answer, asks for
   dated items; a question about now asks for recency; a question naming someone by a relation ("the person
-  who adopted Bramble") asks for a second read; a context that is a bare answer asks for evidence instead;
+  who adopted Bramble") asks for a second read; a question about when or about now that names a person whose
+  context holds no dated line of theirs asks for a table of date and speaker; a context that is a bare answer
+  asks for evidence instead;
 - a change whose description matches a child of this parent that scored no better (or never was scored) is
   never proposed again: lineage;
 - the parts of the parent that a child changed without moving its score at all, and those that children
@@ -24,8 +28,8 @@ already failed. This reads the same and turns it into a choice among the generic
   likewise taken only when no other applies.
 
 The edits are those the paper reports its evolved programs made (hybrid keyword and vector retrieval, at
-most k chunks per session, date-aware items), each generic over the contract: nothing here knows a seed or
-a dataset. ``propose`` (the blind random proposer) stays for the ``offline-random`` ablation.
+most k chunks per session, date-aware items, a table of date and speaker beside the vectors), each generic
+over the contract: nothing here knows a seed or a dataset. ``propose`` (the blind random proposer) stays for the ``offline-random`` ablation.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from mstar_ray.reflect.offline.lines import drop_long_lines, drops_from
 from mstar_ray.reflect.offline.perturb import _read_caps, perturb_numbers
 from mstar_ray.reflect.offline.propose import _crossover_any
 from mstar_ray.reflect.offline.ranking import cap_per_source, caps_in, fuse_keyword_scores
+from mstar_ray.reflect.offline.table import speaker_date_table
 from mstar_ray.reflect.offline.writes import filter_writes, order_by_recency
 
 from mstar_ray.reflect.request import inert_parts
@@ -61,9 +66,10 @@ if TYPE_CHECKING:
 
 # For each stage a failure is attributed to, the edits that address it, the likeliest first.
 PLAYBOOK: dict[str, tuple[str, ...]] = {
-    "storage": ("date_aware_writes", "write_per_line", "tune_write", "filter_writes", "crossover"),
+    "storage": ("date_aware_writes", "write_per_line", "tune_write", "filter_writes", "speaker_date_table",
+                "crossover"),
     "retrieval": ("fuse_keyword_scores", "widen_read", "second_read", "cap_per_source", "order_by_recency",
-                  "drop_long_lines", "crossover"),
+                  "speaker_date_table", "drop_long_lines", "crossover"),
     "answering": ("quote_evidence", "edit_instruction", "drop_long_lines", "widen_context", "crossover"),
 }
 INSTRUCTION_KINDS = frozenset({"edit_instruction"})
@@ -112,6 +118,25 @@ def _asks_when(case: Case) -> bool:
     return words.startswith("when ") or bool(re.search(r"\b(what|which) (year|month|date|day)\b", words))
 
 
+def _lacks_dated_lines_of(case: Case) -> bool:
+    """Whether the question names a person and its context holds no dated line that person says (a line is
+    dated by its own [date] header or by the header above it)."""
+    named = {n.text for n in tx.find_names(case.question) if n.text.lower() not in tx.QUESTION_WORDS}
+    if not named:
+        return False
+    dated: set[str] = set()
+    header = False
+    for line in case.context.split("\n"):
+        if not line.strip():
+            header = False  # a new entry: a chunk cut from mid-session is not under the header above it
+        turn = tx.parse_turn(line)
+        if turn.header:
+            header = turn.date is not None
+        if turn.speaker and (turn.date is not None or header):
+            dated.add(turn.speaker)
+    return not named & dated
+
+
 def cues(failures: Sequence[Case]) -> Counter[str]:
     """Edits the failures' own words point to, with the share of cases that point there."""
     found: Counter[str] = Counter()
@@ -122,6 +147,8 @@ def cues(failures: Sequence[Case]) -> Counter[str]:
             found["order_by_recency"] += 1
         if _RELATION.search(case.question):
             found["second_read"] += 1
+        if (_asks_when(case) or _NOW.search(case.question)) and _lacks_dated_lines_of(case):
+            found["speaker_date_table"] += 1  # a person's dated statements were asked for, none was read
         if case.context.strip() and short_reply(case.context) is not None:
             found["quote_evidence"] += 1  # read() returned an answer, not evidence the answer step could use
     return Counter({k: n / len(failures) for k, n in found.items()}) if failures else found
@@ -170,6 +197,7 @@ def editors(parent: str, population: Sequence[str], known: frozenset[str]) -> di
         "widen_read": lambda rng: perturb_numbers(parent, rng, avoid=known, within=read - caps, direction="raise"),
         "cap_per_source": lambda rng: cap_per_source(parent, rng, avoid=known),
         "second_read": lambda rng: second_read(parent, rng, avoid=known),
+        "speaker_date_table": lambda rng: speaker_date_table(parent, rng, avoid=known),
         "quote_evidence": lambda rng: quote_evidence(parent, rng, avoid=known),
         "order_by_recency": lambda rng: order_by_recency(parent, rng, avoid=known),
         "drop_long_lines": lambda rng: drop_long_lines(parent, rng, avoid=known),
@@ -186,6 +214,7 @@ def _why(kind: str, shares: dict[str, float], cue: Counter[str]) -> str:
         parts.append({"date_aware_writes": "'when' questions read contexts without a date",
                       "order_by_recency": "questions ask what holds now",
                       "second_read": "questions name someone by a relation",
+                      "speaker_date_table": "'when'/'now' questions about a person read no dated line of theirs",
                       "quote_evidence": "read() returned a bare answer, no evidence"}[kind])
     return "; ".join(parts) or "no failure points elsewhere"
 
