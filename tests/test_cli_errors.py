@@ -114,3 +114,15 @@ def test_the_error_path_cannot_fail_when_the_working_directory_vanished(tmp_path
     log = Path(err[2].removeprefix("the full traceback is in ").split(" (--debug")[0])
     assert "Traceback" not in done.stderr and "RuntimeError: the component broke" in log.read_text()
     log.unlink()
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:9", "ray://127.0.0.1:9"])
+def test_a_ray_address_nothing_answers_on_is_named_at_once(tmp_path, capsys, address):
+    """Ray retries a dead GCS address for many minutes (its client 30 s, naming nothing); the run says at once."""
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({"task": {"name": "synthetic", "sessions": 4, "personas": 2,
+                                                "questions_per_category": 2},
+                                       "search": {"max_candidates": 1}, "llm": {"embedding": {"kind": "hashing"}}}))
+    assert main(["run", str(config), "--run-dir", str(tmp_path / "run"), "--address", address]) == 3
+    err = capsys.readouterr().err
+    assert f"no Ray at {address} (--address or ray.address)" in err and "ray start --head" in err

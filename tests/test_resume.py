@@ -69,6 +69,13 @@ def test_a_driver_killed_before_it_queued_its_seeds_resumes_with_them(tmp_path):
     driver.wait()
     assert (run_dir / "seeds.json").exists() and table(run_dir, "candidates") == []
     assert not (run_dir / "split.json").exists(), "the kill must land before the split and the seeds' queueing"
+    # a resume with a new budget that cannot start (no Ray at that address) leaves the stored config as it was
+    stored = (run_dir / "config.yaml").read_bytes()
+    more = tmp_path / "more.yaml"
+    more.write_text(yaml.safe_dump({**config(1), "search": {**config(1)["search"], "max_candidates": 3}}))
+    failed = subprocess.run([*CLI, str(more), "--resume", str(run_dir), "--address", "127.0.0.1:9"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert failed.returncode != 0 and (run_dir / "config.yaml").read_bytes() == stored
     done = subprocess.run([*CLI, "--resume", str(run_dir)], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert check(run_dir) == []

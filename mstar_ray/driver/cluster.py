@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +28,7 @@ PLACED_WITHIN_S = 5.0
 # (seen at load 45-113 on 2 cores); each further start is a fresh 30 s.
 LOCAL_STARTS = 3
 _NODE_STARTUP_TIMEOUT = "timed out during startup"
+ADDRESS_CHECK_S = 10.0  # a cluster's head across a network answers a TCP connect well within this
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +52,19 @@ def start_local_ray(**options: object) -> None:
                            "(%d of %d)", start + 1, LOCAL_STARTS)
 
 
+def check_listening(address: str) -> None:
+    """A ``HOST:PORT`` or ``ray://HOST:PORT`` address that nothing answers on is named at once: Ray's own attempt
+    retries a dead GCS address for many minutes, and its client for 30 s before an error naming nothing."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if address == "auto" or not host or not port.isdigit():
+        return  # "auto" is Ray's to find; anything else, Ray's to refuse
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=ADDRESS_CHECK_S).close()
+    except OSError as exc:
+        raise InfrastructureError(f"no Ray at {address} (--address or ray.address): {exc.strerror or exc}; start one "
+                                  "there (`ray start --head`, or `ray up cluster.yaml`) or give its address") from None
+
+
 def connect(config: RunConfig, address: str | None) -> dict[str, float]:
     """Start or join Ray; returns the cluster's resources. API keys named in the config travel to remote
     workers by name (never into sandboxes, which start with a clean environment)."""
@@ -62,6 +77,7 @@ def connect(config: RunConfig, address: str | None) -> dict[str, float]:
     if not ray.is_initialized():
         on_sigterm = signal.getsignal(signal.SIGTERM)
         if address:
+            check_listening(address)
             ray.init(address=address, runtime_env={"env_vars": env}, log_to_driver=False)
         else:
             # address="local": always a fresh Ray of our own, even when another one runs on this machine

@@ -64,9 +64,11 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         directory = RunDir(run_dir)
         if not resume:  # before config.yaml, which marks a run directory: a resumable run always has its seeds
             directory.write_seeds(seeds)
-        directory.write_config(config)
-        config = config.model_copy(update={"llm": measured})
+            directory.write_config(config)
+        written, config = config, config.model_copy(update={"llm": measured})
         resources = connect(config, address)
+        if resume:  # a new budget is the run's once it goes on: a resume that cannot start keeps the stored one
+            directory.write_config(written)
         progress.message(f"run directory {directory.path}; Ray: {resources.get('CPU', 0):g} CPUs")
         if serving is not None:
             serving.log_to(directory)
