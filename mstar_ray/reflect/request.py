@@ -68,7 +68,7 @@ def inert_parts(entries: Iterable[LineageEntry], at_least: int = 1) -> set[str]:
         else:
             moved |= parts
     inert = {part for part, n in still.items() if n >= at_least and part not in moved}
-    return inert - {prompts} | set(REQUIRED_CONSTANTS) if prompts in inert else inert
+    return (inert - {prompts}) | set(REQUIRED_CONSTANTS) if prompts in inert else inert
 
 
 class ReflectionRequest(BaseModel):
