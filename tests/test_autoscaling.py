@@ -89,8 +89,10 @@ def test_a_search_from_no_workers_scales_cpu_spot_up_and_releases_it(cluster, tm
     assert len(re.findall(r"node joined: cpu_spot", done.stdout + done.stderr)) == 2  # the run says what joined
     rows = [r for r in table(run_dir, "candidates") if r["status"] != "duplicate"]
     nodes = {r["node_id"] for r in rows}
-    # 4 evaluators of {CPU: 1, evaluator: 1}; a cpu_spot node offers 2 of each: two nodes, none of the GPU type
-    assert launched(cluster, "cpu_spot") == 2 and launched(cluster, "gpu_model") == 0
+    # 4 evaluators of {CPU: 1, evaluator: 1}; a cpu_spot node offers 2 of each: two nodes, none of the GPU type.
+    # On a loaded machine the autoscaler may launch a node again when one is slow to register (seen once beside
+    # a measurement run: 3 launched, 2 joined): what the search used is the check.
+    assert launched(cluster, "cpu_spot") >= 2 and launched(cluster, "gpu_model") == 0
     assert HEAD_ID not in nodes and len(nodes) == 2
     assert check(run_dir) == [] and sum(r["origin"] != "seed" for r in rows) == 8
     deadline = time.monotonic() + 120
