@@ -9,9 +9,9 @@ already failed. This reads the same and turns it into a choice among the generic
   ``retrieval``) weigh the edits addressing each (``PLAYBOOK``): storage -> what write() keeps and how it is
   keyed (dates on every line, one entry per line, its sizes, filters, a SQLite table of date and speaker);
   retrieval -> how read() finds and ranks (keyword fusion, more entries, a second read for the person a two-hop
-  question names by a relation, a cap per source, recency, the dated lines of the person a query names); answering
-  -> read() handing the answer step evidence instead of answering itself, instructions and the context's
-  layout (long lines out, more room);
+  question names by a relation, a cap per source, recency, the dated lines of the person a query names);
+  answering -> read() handing the answer step evidence instead of answering itself, instructions and the
+  context's layout (long lines out, more room);
 - cues in the cases add to that: a question about when, whose context holds no date of the answer, asks for
   dated items; a question about now asks for recency; a question naming someone by a relation ("the person
   who adopted Bramble") asks for a second read; a question about when or about now that names a person whose
@@ -29,7 +29,8 @@ already failed. This reads the same and turns it into a choice among the generic
 
 The edits are those the paper reports its evolved programs made (hybrid keyword and vector retrieval, at
 most k chunks per session, date-aware items, a table of date and speaker beside the vectors), each generic
-over the contract: nothing here knows a seed or a dataset. ``propose`` (the blind random proposer) stays for the ``offline-random`` ablation.
+over the contract: nothing here knows a seed or a dataset. ``propose`` (the blind random proposer) stays for
+the ``offline-random`` ablation.
 """
 
 from __future__ import annotations
@@ -58,7 +59,6 @@ from mstar_ray.reflect.offline.propose import _crossover_any
 from mstar_ray.reflect.offline.ranking import cap_per_source, caps_in, fuse_keyword_scores
 from mstar_ray.reflect.offline.table import speaker_date_table
 from mstar_ray.reflect.offline.writes import filter_writes, order_by_recency
-
 from mstar_ray.reflect.request import inert_parts
 
 if TYPE_CHECKING:
