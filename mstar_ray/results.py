@@ -164,8 +164,9 @@ class EvalConcurrency(BaseModel):
                           "environment process (which costs memory: a JVM for TextWorldExpress)")
     readers: int = Field(16, ge=1, le=64, description="reads of one evaluation served at once, each by a reader the "
                          "program's process forks from its state after the writes (each read sees exactly that "
-                         "state; a reader costs the memory its reads touch). 1, or a program whose process runs "
-                         "threads (Chroma's runtime): reads run in the program's own process, in item order")
+                         "state, Chroma's collections included; a reader costs the memory its reads touch). 1, or "
+                         "a program whose process runs threads: reads run in the program's own process, in item "
+                         "order")
 
 
 # The offline task agent's evaluation: nothing waits on a model, so overlapping steps buys nothing; and reads stay in

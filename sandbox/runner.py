@@ -1,6 +1,7 @@
 """The sandbox process's main loop: isolate this process, load the program, serve write/read calls.
 
-Runs in the candidate process the keeper forks (``sandbox.zygote``). Messages from the host, each with
+Runs in the candidate process the keeper forks (``sandbox.zygote``), or, for a spawn whose limits say
+``"role": "store"``, in the program's Chroma process (``chroma_store``), under the same layers. Messages from the host, each with
 the host's call number: ``{"op": "load", "call", "source"}``, ``{"op": "write", "call", "item",
 "raw_text"}``, ``{"op": "read", "call", "query"}``, ``{"op": "feedback", "call", "query", "score"}`` (only
 for programs that define ``feedback``), and, for a process started ``forking``, ``{"op": "fork", "call"}``
@@ -8,8 +9,8 @@ followed by one byte carrying a new channel (SCM_RIGHTS): this process forks a r
 post-write state that sends its own ``layers`` frame on that channel and answers reads there; the host ends
 each process when it is done with it.
 First, before any program code runs, this side sends one ``layers`` frame; then each call is answered
-by exactly one ``done`` frame; while a call runs, this side may send ``llm``/``embed`` requests (each
-answered by one ``reply``) and ``violation`` notices (not answered). Everything here after the program
+by exactly one ``done`` frame; while a call runs, this side may send ``llm``/``embed``/``chroma`` requests
+(each answered by one ``reply``) and ``violation`` notices (not answered). Everything here after the program
 loads is the program's to tamper with, so the host checks every frame it receives and decides nothing
 on this side's word.
 """
@@ -28,15 +29,12 @@ import threading
 import time
 import traceback
 import types
+from collections.abc import Callable
 from typing import Any
-from typing import TYPE_CHECKING
 
-from . import guard, namespaces, oslayers, seccomp, wire
+from . import chroma_store, guard, namespaces, oslayers, seccomp, wire
 from .libc import libc
 from .toolkit import Toolkit
-
-if TYPE_CHECKING:  # annotations only: the jail side imports no more than it runs with
-    from collections.abc import Callable
 
 PROGRAM_FILENAME = "program.py"
 THREAD_GRACE_S = 0.25
@@ -339,6 +337,8 @@ def serve(channel_fd: int, request: dict[str, Any], workdir: str, isolated: bool
     os.environ.clear()
     os.environ.update({"HOME": workdir, "TMPDIR": workdir, "PATH": "/nonexistent"})
     layers += ["clean-env", "private-workdir", "stdio-detached"]
+    if limits.get("role") == "store":
+        return _serve_store(sock, workdir, layers, missing, disable)
     session = Session(sock, workdir)
     session.guarded = "python-guards" not in disable
     session.watch_task_cap(limits["max_tasks"])
@@ -347,11 +347,23 @@ def serve(channel_fd: int, request: dict[str, Any], workdir: str, isolated: bool
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # readers reap themselves: no zombie holds a task
         session.track_databases()
         layers.append("fork-readers")
-    hook = guard.install_audit_hook(workdir, session.report_violation) if session.guarded else None
+    hook = _close_in(workdir, session.report_violation, session.forking, disable, layers, missing)
     session.hook = hook
+    # Sent before any program code runs: the host knows the layers even if loading never ends, and
+    # learns this process's pid in its own namespace from the credentials the kernel attaches.
+    session.layers = layers
+    wire.send(sock, {"op": "layers", "layers": layers, "missing": missing})
+    return serve_calls(session)
+
+
+def _close_in(workdir: str, report: Callable[[str, str], None], forking: bool, disable: list[str],
+              layers: list[str], missing: dict[str, str]) -> guard.AuditHook | None:
+    """The last layers, which nothing before the program's first line may outlive: Landlock, the system-call
+    filter and the audit hook, each named in ``layers`` or, if it could not be had, in ``missing``."""
+    hook = guard.install_audit_hook(workdir, report) if "python-guards" not in disable else None
     apply: Callable[[], str]
     for name, apply in (("landlock", lambda: oslayers.restrict_filesystem(workdir, guard.readable_roots())),
-                        ("seccomp", lambda: seccomp.install(session.forking))):
+                        ("seccomp", lambda: seccomp.install(forking))):
         if name in disable:
             missing[name] = "disabled (test mode)"
             continue
@@ -365,11 +377,24 @@ def serve(channel_fd: int, request: dict[str, Any], workdir: str, isolated: bool
     else:
         missing["python-guards"] = "disabled (test mode)"
     sys.setrecursionlimit(2000)
-    # Sent before any program code runs: the host knows the layers even if loading never ends, and
-    # learns this process's pid in its own namespace from the credentials the kernel attaches.
-    session.layers = layers
+    return hook
+
+
+def _serve_store(sock: socket.socket, workdir: str, layers: list[str], missing: dict[str, str],
+                 disable: list[str]) -> int:
+    """The program's Chroma process (``chroma_store``): the same layers as the program's own, then Chroma, then
+    its requests. Chroma starts after the layers, so its threads start under them; one that cannot start ends
+    this process before the layers frame, which the host reports as its own failure."""
+    call: list[int | None] = [None]
+
+    def report(event: str, detail: str) -> None:
+        wire.send(sock, {"op": "violation", "call": call[0], "event": event, "detail": detail[:1000]})
+
+    _close_in(workdir, report, False, disable, layers, missing)
+    store = chroma_store.Store()
+    layers.append("chroma-process")
     wire.send(sock, {"op": "layers", "layers": layers, "missing": missing})
-    return serve_calls(session)
+    return chroma_store.serve(sock, store, call)
 
 
 def serve_calls(session: Session) -> int:

@@ -1,7 +1,8 @@
 """Fork server: one warm process that forks a fresh sandbox per program.
 
 Importing chromadb costs about a second; forking a process that has already imported it costs a few
-milliseconds. A fork server preloads Chroma only for the programs that name it (``settings["chroma"]``). The
+milliseconds. A fork server preloads Chroma only to fork programs' Chroma processes (``settings["chroma"]``,
+``chroma_store``); programs' own processes come from one without it. The
 zygote never runs candidate code: it imports libraries, then forks on request. It runs inside the jail the
 host built for it (``mstar_ray.sandbox_host.jail``), with an environment that holds no secrets, and is not
 dumpable, so nothing running as the same user can trace it or read its memory.
@@ -35,8 +36,8 @@ from . import namespaces, oslayers, runner, seccomp
 from .libc import libc
 
 PRELOAD = ("numpy", "sqlite3", "json", "re", "dataclasses")
-# Preloaded only by a fork server for programs that name Chroma: a process that imported its Rust bindings
-# takes about 8x as long to fork (their mappings are copied), and the programs that fork readers never use it.
+# Preloaded only by the fork server of programs' Chroma processes: a process that imported its Rust bindings
+# takes about 8x as long to fork (their mappings are copied), and a program's own process never uses them.
 CHROMA = ("chromadb", "chromadb.api.rust", "chromadb.config")
 
 

@@ -53,10 +53,10 @@ def fmt(values: list[float]) -> str:
 
 def measure(n: int) -> dict:
     """n sandboxes of TRIVIAL through this process's fork server: start-to-ready and 20 write+read each."""
-    from mstar_ray.sandbox_host.process import Sandbox, names_threaded_runtime, shared_fork_server
+    from mstar_ray.sandbox_host.process import Sandbox, shared_fork_server
 
     started = time.monotonic()
-    server = shared_fork_server(chroma=names_threaded_runtime(TRIVIAL))  # the one a run forks it from
+    server = shared_fork_server(chroma=False)  # the one a run forks every program's process from
     warmup = time.monotonic() - started
     ready, round_trips, layers = [], [], []
     for _ in range(n):

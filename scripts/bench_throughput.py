@@ -74,7 +74,7 @@ PARTS = ("one", "pooled", "bound", "offline")
 REFERENCE_POOL = 64  # the reference's batch pool
 SEEDS = ("vector_search", "vector_search", "vector_search", "llm_summarizer")  # the mix, cycled
 # The seeds whose read() calls the model (one evaluation each against the reference's shape): their reads are
-# what forked readers serve at once; memory_lace uses Chroma, so its reads stay serial.
+# what forked readers serve at once (memory_lace reads its Chroma collections from its readers too).
 READ_MODEL_SEEDS = ("llm_summarizer", "selfmem", "grounding", "memforest", "memskill", "rulemem", "memory_lace")
 OFFLINE_SEED = "rulemem"  # forked readers, no model: what a fork costs an offline evaluation
 LIMITS = SandboxLimits(call_timeout_s=120)

@@ -153,9 +153,9 @@ class Watch:
 
     def server(self, source: str) -> ForkServer:
         """The fork server that forks ``source``'s sandbox."""
-        from mstar_ray.sandbox_host.process import names_threaded_runtime, shared_fork_server
+        from mstar_ray.sandbox_host.fork_server import shared_fork_server
 
-        return self.fork_server or shared_fork_server(chroma=names_threaded_runtime(source))
+        return self.fork_server or shared_fork_server(chroma=False)
 
     def run(self, name: str, calls: list[tuple[str, dict]], limits: SandboxLimits = LIMITS,
             llm: FakeLLM | None = None, embed: FakeEmbed | None = None, source: str | None = None) -> list[Outcome]:

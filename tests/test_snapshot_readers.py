@@ -1,11 +1,13 @@
 """Reads from a snapshot (issue 42): after the writes, each read runs in a reader the program's process forks
 from its post-write state, on a channel of its own, under the call's limits; at most ``readers`` at once. A
-reader's violation is the program's, a process with threads (Chroma's runtime) keeps serial reads, and a
-program that forks on its own stays bounded by its task cap, its pid namespace and the host's check."""
+reader's violation is the program's, a process with threads keeps serial reads, Chroma's collections are read
+as the writes left them (each reader's changes its own), and a program that forks on its own stays bounded by
+its task cap, its pid namespace and the host's check."""
 
 from __future__ import annotations
 
 import os
+import signal
 import threading
 
 import pytest
@@ -20,6 +22,7 @@ from mstar_ray.tasks.model import Item, RawText, Task
 from tests.conftest import seed_source
 
 LIMITS = SandboxLimits(call_timeout_s=20.0, max_tasks=32)
+EMBED = HashingEmbedder().embed
 HEAD = '''
 import dataclasses
 from dataclasses import dataclass
@@ -73,16 +76,17 @@ class KnowledgeBase:
 '''
 
 
-def test_only_a_program_that_names_chroma_starts_with_chroma_loaded():
-    """A process with Chroma's bindings loaded takes about 8x as long to fork a reader: the programs that fork
-    readers (those that never name Chroma) start from a fork server without them."""
-    for source, chroma in ((LOADED, False), (LOADED + "# keeps its vectors in chromadb\n", True)):
+def test_no_programs_process_loads_chroma():
+    """A process with Chroma's bindings loaded takes about 8x as long to fork a reader, and its runtime's threads
+    would not survive the fork: every program's process starts from a fork server without them, whether its
+    source names Chroma or not (its collections live in a Chroma process of their own)."""
+    for source in (LOADED, LOADED + "# keeps its vectors in chromadb\n"):
         with Sandbox(source, limits=LIMITS) as sandbox:
             assert sandbox.start().ok
             loaded = {package: sandbox.read({"text": package}) for package in ("chromadb", "numpy")}
             assert all(outcome.ok for outcome in loaded.values())
-            assert (int(loaded["chromadb"].value) > 0) == chroma
-            assert int(loaded["numpy"].value) > 0  # preloaded by both
+            assert int(loaded["chromadb"].value) == 0
+            assert int(loaded["numpy"].value) > 0  # preloaded
 
 
 def _read_all(sandbox: Sandbox, questions: list[str]) -> dict[str, str]:
@@ -102,14 +106,21 @@ def _written(source: str, readers: int = 3, **kwargs) -> Sandbox:
     return sandbox
 
 
-def test_every_read_sees_the_post_write_state_whatever_the_order():
-    questions = ["where", "when", "who"]
-    with _written(MUTATING) as sandbox:
+def _in_both_orders(source: str, questions: list[str], **kwargs) -> dict[str, str]:
+    """Each question read from the snapshot, in order and then reversed, each in a reader of its own: the
+    answers, which must not depend on the order."""
+    with _written(source, **kwargs) as sandbox:
         assert sandbox.snapshot() is None and sandbox.reads_forked
         forward = _read_all(sandbox, questions)
         backward = _read_all(sandbox, list(reversed(questions)))
-        assert sandbox.readers_forked == 6
+        assert sandbox.readers_forked == 2 * len(questions)
     assert forward == backward
+    return forward
+
+
+def test_every_read_sees_the_post_write_state_whatever_the_order():
+    questions = ["where", "when", "who"]
+    forward = _in_both_orders(MUTATING, questions)
     assert forward["who"] == "Alice moved to Paris. | Bob stayed in Rome. | asked who"
     with _written(MUTATING, readers=1) as serial:  # the old rule, still there with one reader
         assert serial.snapshot() is not None and not serial.reads_forked
@@ -190,42 +201,158 @@ def test_a_readers_violation_is_the_programs(question, kind):
         assert sandbox.read({"text": "who"}).ok  # the host and the program's process are unharmed
 
 
-def test_a_process_running_threads_keeps_serial_reads():
-    # Chroma's runtime threads in a program the static check passes (forked, for the test, from the fork
-    # server that loads Chroma): the thread count at the snapshot still tells.
-    hidden = HEAD + '''
+def test_a_process_running_threads_keeps_serial_reads(unguarded):
+    # faulthandler's watchdog is a native thread, which Python's own count of its threads does not see: the
+    # thread count the host reads at the snapshot still tells, and reads stay in the process, in order.
+    threaded = HEAD + '''
+import faulthandler
 class KnowledgeBase:
     def __init__(self, toolkit):
-        self.db = getattr(toolkit, "chr" + "oma").get_or_create_collection("notes")
         self.n = 0
     def write(self, item, raw_text):
         self.n += 1
-        self.db.add(ids=[str(self.n)], documents=[raw_text], embeddings=[[0.1, 0.2]])
+        faulthandler.dump_traceback_later(600)
     def read(self, query):
         self.n += 1
         return str(self.n)
 '''
-    with _written(hidden, fork_server=shared_fork_server(chroma=True)) as sandbox:
+    with _written(threaded, fork_server=unguarded) as sandbox:
         assert sandbox.fork_readers
         assert "threads" in (sandbox.snapshot() or "") and not sandbox.reads_forked
         assert [sandbox.read({"text": "q"}).value for _ in range(2)] == ["3", "4"]
-    named = Sandbox(seed_source("memrl"), limits=LIMITS, readers=3)
-    assert not named.fork_readers  # never given a filter that forks
 
 
-def test_chroma_by_a_name_the_static_check_does_not_see_is_refused_saying_so():
+# read() changes its collections, then says what it sees: under serial reads each answer would count the
+# documents earlier reads added, and a read that deleted the collection would leave the next nothing to read.
+CHROMA_MUTATING = HEAD + '''
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.chroma = getattr(toolkit, "chr" + "oma")  # a name no static check sees: any name reaches it
+        self.notes = self.chroma.get_or_create_collection("notes", metadata={"hnsw:space": "cosine"})
+        self.n = 0
+    def write(self, item, raw_text):
+        self.n += 1
+        self.notes.add(ids=["w" + str(self.n)], documents=[raw_text])
+    def read(self, query):
+        if query.text == "drop":
+            self.chroma.delete_collection("notes")
+            return "dropped " + str(len(self.chroma.list_collections()))
+        if query.text == "scratch":
+            self.chroma.create_collection("scratch").add(ids=["s"], embeddings=[[0.5] * 8])
+        self.n += 1
+        self.notes.add(ids=["r" + str(self.n)], documents=["asked " + query.text])
+        found = self.notes.query(query_texts=[query.text], n_results=2)["ids"][0]
+        names = sorted(c.name for c in self.chroma.list_collections())
+        seen = sorted(self.notes.get()["ids"])
+        return "%d %s %s %s" % (self.notes.count(), ",".join(names), ",".join(seen), found[0])
+'''
+
+
+def test_every_read_sees_the_post_write_collections_whatever_the_order():
+    questions = ["where", "scratch", "who", "drop"]
+    forward = _in_both_orders(CHROMA_MUTATING, questions, embed=EMBED)
+    assert forward["drop"] == "dropped 0"
+    # the two written and its own, no other read's; its own is the nearest to its question
+    assert forward["where"] == forward["who"] == "3 notes r3,w1,w2 r3"
+    assert forward["scratch"] == "3 notes,scratch r3,w1,w2 r3"  # what it created, seen by itself only
+    with _written(CHROMA_MUTATING, readers=1, embed=EMBED) as sandbox:
+        assert "one reader" in (sandbox.snapshot() or "")
+        serial = _read_all(sandbox, questions)
+    assert serial["who"] == "5 notes,scratch r3,r4,r5,w1,w2 r5"  # each read saw the ones before
+    assert serial["drop"] == "dropped 1"
+
+
+def test_the_chroma_process_has_the_programs_layers_and_dies_with_its_sandbox():
+    with _written(CHROMA_MUTATING, embed=EMBED) as sandbox:
+        store = sandbox._store
+        assert store is not None and store.host_pid != sandbox.host_pid
+        assert "chroma-process" in store.layers and "seccomp" in " ".join(store.layers)
+        assert not set(store.missing_layers) & set(LIMITS.require)
+        assert {"namespaces", "seccomp", "capabilities"}.isdisjoint(store.missing_layers)
+        pid = store.host_pid
+    assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read()
+
+
+def test_a_program_that_reaches_chroma_by_another_name_gets_its_chroma_process_on_first_use():
     hidden = HEAD + '''
 class KnowledgeBase:
     def __init__(self, toolkit):
-        self.db = getattr(toolkit, "chr" + "oma").get_or_create_collection("notes")
+        self.vectors = getattr(toolkit, "chr" + "oma")
+    def write(self, item, raw_text):
+        self.vectors.get_or_create_collection("notes").add(ids=[raw_text], documents=[raw_text])
+    def read(self, query):
+        return str(self.vectors.get_collection("notes").count())
+'''
+    sandbox = Sandbox(hidden, limits=LIMITS, readers=3, embed=EMBED)
+    with sandbox:
+        assert sandbox.start().ok and sandbox._store is None  # no word of it in the source: not started yet
+        assert sandbox.write({"text": "a"}, "a").ok and sandbox._store is not None
+        assert sandbox.snapshot() is None and sandbox.read({"text": "q"}).value == "1"
+
+
+def test_a_chroma_process_that_dies_is_the_programs_violation_and_nothing_else():
+    with _written(CHROMA_MUTATING, embed=EMBED) as sandbox:
+        assert sandbox.snapshot() is None
+        os.kill(sandbox._store.host_pid, 9)
+        outcome = sandbox.read({"text": "where"})
+        assert outcome.violation and outcome.kind == "crashed", outcome.describe()
+        assert "Chroma process" in outcome.message
+    with _written(CHROMA_MUTATING, embed=EMBED) as sandbox:  # the next program's Chroma is its own, and whole
+        assert sandbox.read({"text": "where"}).value == "3 notes r3,w1,w2 r3"
+
+
+def test_a_chroma_process_that_hangs_costs_the_caller_its_deadline_and_no_more():
+    limits = SandboxLimits(call_timeout_s=5.0, max_tasks=32)
+    with _written(CHROMA_MUTATING, embed=EMBED, limits=limits) as sandbox:
+        assert sandbox.snapshot() is None
+        os.kill(sandbox._store.host_pid, signal.SIGSTOP)  # answers nothing from now on
+        outcome = sandbox.read({"text": "where"})
+        assert outcome.violation and outcome.kind == "timeout", outcome.describe()
+        assert sandbox._store.exit_status is not None  # killed, not left hanging
+        assert sandbox.read({"text": "who"}).violation  # and nothing after it is served
+
+
+# A program that writes nothing and reads by speaking to the host itself, as a hostile one would.
+TOOLKIT_ONLY = HEAD + '''
+class KnowledgeBase:
+    def __init__(self, toolkit):
+        self.toolkit = toolkit
     def write(self, item, raw_text):
         pass
-    def read(self, query):
-        return ""
 '''
-    with Sandbox(hidden, limits=LIMITS, readers=3) as sandbox:
-        outcome = sandbox.start()
-    assert not outcome.ok and "names it" in outcome.message
+
+
+def test_a_programs_process_that_sends_the_chroma_processs_answer_breaks_the_protocol():
+    forging = TOOLKIT_ONLY + '''
+    def read(self, query):
+        return str(self.toolkit._ask({"op": "stored", "payload": "{}"}))
+'''
+    with _written(forging) as sandbox:
+        outcome = sandbox.read({"text": "q"})
+    assert outcome.violation and outcome.kind == "protocol" and "'stored'" in outcome.message, outcome.describe()
+
+
+def test_a_chroma_call_the_store_does_not_offer_is_the_programs_error_to_catch():
+    probing = TOOLKIT_ONLY + '''
+    def read(self, query):
+        answers = []
+        for payload in ('{"target": "client", "method": "reset", "kwargs": {}}', "not json", "[1, 2]",
+                        '{"target": "collection", "method": "add", "name": "none", "kwargs": {"ids": ["a"]}}',
+                        '{"target": "client", "method": "list_collections", "kwargs": {"embedding_function": 1}}'):
+            answers.append(self.toolkit._ask({"op": "chroma", "payload": payload})["payload"][:120])
+        try:
+            self.toolkit.chroma.get_collection("missing")
+        except ValueError as exc:
+            answers.append(str(exc)[:40])
+        return "\\n".join(answers)
+'''
+    with _written(probing) as sandbox:
+        outcome = sandbox.read({"text": "q"})
+    assert outcome.ok, outcome.describe()
+    lines = outcome.value.split("\n")
+    assert all('"ok": false' in line for line in lines[:5]), lines
+    assert "no client method 'reset'" in lines[0] and "takes no argument 'embedding_function'" in lines[4]
+    assert lines[5].startswith("NotFoundError")
 
 
 def test_the_score_equals_the_serial_protocols_for_reads_that_change_nothing():
@@ -234,7 +361,7 @@ def test_the_score_equals_the_serial_protocols_for_reads_that_change_nothing():
         items=[Item(id=f"q{i}", question=q, answer=a, category="1") for i, (q, a) in enumerate(
             [("Where did Alice move?", "Paris"), ("What is Bob's dog called?", "Rex"), ("When does Carol paint?",
                                                                                         "Sundays")])])
-    for seed in ("memskill", "rulemem"):
+    for seed in ("memskill", "rulemem", "vector_search", "memory_lace"):
         runs = [evaluate(seed_source(seed), task, OfflineBackend(), HashingEmbedder(),
                          concurrency=EvalConcurrency(in_flight=1, episodes=1, readers=readers)) for readers in (1, 4)]
         assert all(r.violation is None for r in runs)

@@ -153,13 +153,13 @@ class ForkServer:
 
     TESTABLE = frozenset({"jail", "namespaces", "seccomp", "landlock", "python-guards"})
 
-    def __init__(self, start_timeout_s: float = 120.0, *, chroma: bool = True,
+    def __init__(self, start_timeout_s: float = 120.0, *, chroma: bool = False,
                  test_disable: frozenset[str] = frozenset()):
         unknown = set(test_disable) - self.TESTABLE
         if unknown:
             raise ValueError(f"unknown layers {sorted(unknown)}; testable: {sorted(self.TESTABLE)}")
         self.disable = frozenset(test_disable)
-        self.chroma = chroma  # whether the zygote preloads Chroma, for programs that name it
+        self.chroma = chroma  # whether the zygote preloads Chroma: it forks programs' Chroma processes
         self.start_timeout_s = start_timeout_s
         self.missing: dict[str, str] = {}
         self.jail = ""  # the jail layer's description when jailed
@@ -263,9 +263,9 @@ _shared: dict[bool, ForkServer] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_fork_server(chroma: bool = True) -> ForkServer:
-    """This process's fork server for programs that name Chroma (``chroma``) or for the others, started on
-    first use and restarted if it died."""
+def shared_fork_server(chroma: bool = False) -> ForkServer:
+    """This process's fork server for programs' processes, or (``chroma``) for their Chroma processes, started
+    on first use and restarted if it died."""
     with _shared_lock:
         server = _shared.get(chroma)
         if server is None or not server.alive:

@@ -3,8 +3,9 @@
 Everything a candidate process sends after its program loaded is the program's to forge, so the host
 decodes a frame with a nesting limit (``sandbox.wire``), validates it here, and treats anything else as
 a ``protocol`` violation of that candidate: never as an exception of its own. ``layers`` comes once,
-from code that runs before the program; each call ends with one ``done``; ``llm`` and ``embed`` each
-get one reply; ``violation`` is a notice from the audit hook.
+from code that runs before the program; each call ends with one ``done``; ``llm``, ``embed`` and ``chroma``
+each get one reply; ``violation`` is a notice from the audit hook. ``stored`` comes only from the program's
+Chroma process, once per relayed ``chroma`` request.
 
 This is the one place where the host turns bytes from a candidate into values it uses: every string is
 bounded and encodable as UTF-8 (JSON can carry a lone surrogate such as ``"\\ud800"``, which no encoder,
@@ -72,6 +73,22 @@ class EmbedFrame(_Frame):
     texts: list[Long] = Field(max_length=wire.EMBED_TEXTS_PER_REQUEST)
 
 
+class ChromaFrame(_Frame):
+    """A call of ``toolkit.chroma``, relayed as it is to the program's Chroma process: the host never decodes it."""
+
+    op: Literal["chroma"]
+    call: CallNumber
+    payload: Long
+
+
+class StoredFrame(_Frame):
+    """The Chroma process's answer to one relayed call, relayed as it is to the process that made it."""
+
+    op: Literal["stored"]
+    call: CallNumber
+    payload: Long
+
+
 class ViolationFrame(_Frame):
     op: Literal["violation"]
     call: CallNumber | None
@@ -79,7 +96,8 @@ class ViolationFrame(_Frame):
     detail: Text
 
 
-Frame = Annotated[LayersFrame | DoneFrame | LLMFrame | EmbedFrame | ViolationFrame, Field(discriminator="op")]
+Frame = Annotated[LayersFrame | DoneFrame | LLMFrame | EmbedFrame | ChromaFrame | StoredFrame | ViolationFrame,
+                  Field(discriminator="op")]
 _FRAME = TypeAdapter(Frame)
 
 
@@ -87,7 +105,10 @@ class ProtocolError(ValueError):
     """A frame that breaks the protocol: the candidate's fault, recorded as a ``protocol`` violation."""
 
 
-def parse_frame(body: bytes) -> LayersFrame | DoneFrame | LLMFrame | EmbedFrame | ViolationFrame:
+AnyFrame = LayersFrame | DoneFrame | LLMFrame | EmbedFrame | ChromaFrame | StoredFrame | ViolationFrame
+
+
+def parse_frame(body: bytes) -> AnyFrame:
     """Decode and validate one frame body; ``ProtocolError`` (with a short reason) for anything else."""
     try:
         message = wire.decode_body(body, max_containers=MAX_CONTAINERS)

@@ -14,8 +14,13 @@ outside, in /proc, that the layers it reports are there.
 Reads from a snapshot (``Sandbox.snapshot``): once the writes are done, each read may run in a reader, a
 process the candidate forks from its post-write state on request, with a channel of its own that this side
 creates and hands in; it is called like the candidate (same deadline, budget, limits, filter), answers one
-read and is killed. At most ``readers`` live at once. A process with more than one thread (a native
-runtime's: Chroma's) cannot be copied by a fork: its reads stay in the candidate's own process, in order.
+read and is killed. At most ``readers`` live at once. A process with more than one thread cannot be copied by
+a fork: its reads stay in the candidate's own process, in order.
+
+Chroma, whose runtime runs threads, lives in a process of its own for each program (``_Store``, started on the
+program's first ``toolkit.chroma`` call, in the same layers and limits): the host relays each call to it within
+the caller's deadline and budget, without decoding it, and gives each reader a view of the post-write
+collections (``sandbox.chroma_store``).
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mstar_ray.sandbox_host import jail
 from mstar_ray.sandbox_host.frames import (
-    DoneFrame, EmbedFrame, LayersFrame, LLMFrame, ProtocolError, ViolationFrame, done_value, parse_frame,
+    AnyFrame, ChromaFrame, DoneFrame, EmbedFrame, LayersFrame, LLMFrame, ProtocolError, StoredFrame, ViolationFrame,
+    done_value, parse_frame,
 )
 from mstar_ray.sandbox_host.fork_server import (
     ForkServer, ZygoteHandle, namespaces_of, proc_status, receive_with_pid, shared_fork_server,
@@ -51,21 +57,13 @@ EmbedHandler = Callable[[list[str]], list[list[float]]]
 log = logging.getLogger(__name__)
 
 EMBED_CHUNK = 32  # texts embedded between two deadline checks
-# A program that names Chroma starts its runtime's threads, which a fork does not copy: it never gets a
-# filter that forks (the thread count checked at the snapshot is the precise test; this one is static), and
-# only such a program is forked from a fork server that preloads Chroma.
-THREADED_RUNTIMES = ("chroma",)
 EXCUSE_LOOK_S = 0.05  # how often a host wait re-reads the time its request spent queued
 
 # Outcome kinds that are the program's fault and, per the contract, score it zero.
 VIOLATION_KINDS = frozenset(
     {"timeout", "llm_budget", "embed_budget", "read_too_long", "crashed", "memory", "cpu", "file_size", "disk",
-     "forbidden", "thread", "tasks", "protocol", "contract", "recursion"}
+     "forbidden", "thread", "tasks", "protocol", "contract", "recursion", "requests"}
 )
-
-
-def names_threaded_runtime(source: str) -> bool:
-    return any(name in source.lower() for name in THREADED_RUNTIMES)
 
 
 class SandboxLimits(BaseModel):
@@ -79,7 +77,7 @@ class SandboxLimits(BaseModel):
     toolkit_cache_mb: int = Field(32, ge=0, description="what one evaluation's toolkit calls may add to the run's "
                                   "cache (embeddings and LLM replies, in the candidate's own part); past it they are "
                                   "answered but not stored")
-    toolkit_requests_per_call: int = Field(512, ge=1, description="toolkit requests (embed and LLM) one write/read "
+    toolkit_requests_per_call: int = Field(512, ge=1, description="toolkit requests (embed, LLM, Chroma) one write/read "
                                            "may send, whatever each holds: an empty request costs a round trip too")
     queued_max_s: float = Field(600.0, ge=0, description="time one write/read's toolkit requests may spend queued "
                                 "for shared endpoints (slots, rate limits, back-off) without counting against its "
@@ -166,6 +164,9 @@ class _CallBudget:
                     f"{self.limits.toolkit_requests_per_call:,} allowed")
         return None
 
+    def chroma(self, what: str) -> str | None:
+        return self._request(what)
+
     def llm(self, prompt: str, what: str) -> str | None:
         refused = self._request(what)
         if refused:
@@ -232,7 +233,7 @@ class Sandbox:
         self.source = source
         self.limits = limits or SandboxLimits()
         self.readers = readers
-        self.fork_readers = readers > 1 and not names_threaded_runtime(source)
+        self.fork_readers = readers > 1
         self.serial_reason: str | None = None  # why reads stayed in this process, once ``snapshot`` decided
         self.readers_forked = 0
         self.readers_peak = 0  # most readers alive at once, counted here
@@ -246,7 +247,12 @@ class Sandbox:
         self._reader_pids: set[int] = set()  # every reader forked (a killed one may linger a moment)
         self._llm = llm
         self._embed = embed
-        self._fork_server = fork_server or shared_fork_server(chroma=names_threaded_runtime(source))
+        self._fork_server = fork_server or shared_fork_server(chroma=False)
+        self._owner = self  # whose Chroma process serves this one's calls
+        self._view = 0  # and which view of it: the program's process changes the collections themselves
+        self._store: _Store | None = None
+        self._store_lock = threading.Lock()
+        self._views = 0
         self._zygote: ZygoteHandle | None = None
         self.pid: int | None = None  # the keeper's pid in the fork server's namespace
         self.host_pid: int | None = None  # the candidate's pid here, from the kernel
@@ -282,6 +288,12 @@ class Sandbox:
         if required:
             self._kill()
             raise SandboxUnavailable(required)
+        if "chroma" in self.source.lower():  # its Chroma process starts now, not in its first call's time
+            try:
+                self._chroma_store(time.monotonic() + self.limits.call_timeout_s)
+            except (SandboxStartError, SandboxUnavailable):
+                self._kill()
+                raise
         outcome = self._call({"op": "load", "source": self.source}, "load")
         self.ready_seconds = time.monotonic() - started
         if not outcome.ok and self._dead is None:
@@ -332,6 +344,8 @@ class Sandbox:
     def close(self) -> None:
         if self._sock is not None:
             self._kill()  # it sits frozen between calls: nothing to say goodbye to
+        if self._store is not None:
+            self._store.close()
         if self._worker is not None:
             self._worker.shutdown(wait=False, cancel_futures=True)
             self._worker = None
@@ -386,8 +400,6 @@ class Sandbox:
     def _serial_reason(self) -> str | None:
         if self.readers <= 1:
             return "one reader (evaluation.readers = 1): reads run in the program's process, in order"
-        if not self.fork_readers:
-            return "the program uses Chroma, whose runtime's threads do not survive a fork"
         if self._dead is not None or self.host_pid is None:
             return "the program's process is gone"
         try:
@@ -427,6 +439,8 @@ class Sandbox:
                 return reader._call({"op": "read", "query": query}, "read")
             finally:
                 reader.close()
+                if self._store is not None:
+                    self._store.drop(reader._view)
                 with self._count_lock:
                     self._readers_live -= 1
 
@@ -595,6 +609,42 @@ class Sandbox:
                 reply = self._answer_embed(frame.texts, own_deadline, clock)
                 self._signal(signal.SIGCONT)
                 self._send({"op": "reply", "call": number, **reply}, deadline())
+            elif isinstance(frame, ChromaFrame):
+                refused = budget.chroma(what)
+                if refused:
+                    raise _Fatal("requests", refused)
+                try:
+                    store = self._owner._chroma_store(deadline())
+                except (SandboxStartError, SandboxUnavailable) as exc:
+                    raise _HostFailure(exc) from None
+                payload = store.relay(self._view, frame.payload, deadline())
+                self._send({"op": "reply", "call": number, "payload": payload}, deadline())
+            else:
+                raise ProtocolError(f"a {frame.op!r} frame, which no program's process sends")
+
+    def _chroma_store(self, deadline: float) -> _Store:
+        """The program's Chroma process, started with the program when its source names Chroma, else on its
+        first call. Raises ``SandboxStartError`` or ``SandboxUnavailable``: a start that fails is the host's."""
+        with self._store_lock:
+            if self._store is None:
+                store = _Store(self)
+                try:
+                    store.begin(deadline)
+                except SandboxUnavailable:
+                    store.close()
+                    raise
+                except (SandboxStartError, TimeoutError, OSError, ProtocolError, wire.ChannelClosed) as exc:
+                    store.close()
+                    raise SandboxStartError(
+                        f"the program's Chroma process did not start: {type(exc).__name__}: {exc}; it ended with "
+                        f"{store.exit_status}") from None
+                self._store = store
+            return self._store
+
+    def _new_view(self) -> int:
+        with self._store_lock:
+            self._views += 1
+            return self._views
 
     def _send(self, message: dict[str, Any], deadline: float) -> None:
         assert self._sock is not None
@@ -615,7 +665,7 @@ class Sandbox:
             chunks += chunk
         return bytes(chunks)
 
-    def _recv(self, deadline: float) -> LayersFrame | DoneFrame | LLMFrame | EmbedFrame | ViolationFrame:
+    def _recv(self, deadline: float) -> AnyFrame:
         (length,) = wire.HEADER.unpack(self._read_exact(wire.HEADER.size, deadline))
         if length > wire.MAX_FRAME_BYTES:
             raise ProtocolError(f"frame of {length} bytes exceeds the limit")
@@ -717,6 +767,8 @@ class _Reader(Sandbox):
                          fork_server=parent._fork_server)
         self.parent_pid = parent.host_pid
         self._sock = sock
+        self._owner = parent
+        self._view = parent._new_view()
 
     def attach(self, deadline: float) -> None:
         self._receive_layers(deadline)
@@ -743,3 +795,69 @@ class _Reader(Sandbox):
 
     def _death_message(self, what: str) -> str:
         return f"the reader process died during {what}()"
+
+
+class _Store(Sandbox):
+    """The program's Chroma process (``sandbox.chroma_store``): forked, jailed and limited like the program's
+    own, it runs no program code. Each relayed call waits for it one at a time, within the caller's deadline;
+    whatever it does wrong (dying, hanging, sending what it should not) is the program's violation, since only
+    the program's calls reach it, and it serves nothing after that."""
+
+    def __init__(self, owner: Sandbox):
+        super().__init__("", limits=owner.limits, fork_server=shared_fork_server(chroma=True))
+        self._lock = threading.Lock()
+
+    def begin(self, deadline: float) -> None:
+        self._zygote, self.pid, self._sock = self._fork_server.spawn(
+            {**self.limits.model_dump(mode="json"), "fork_readers": False, "role": "store"})
+        self._receive_layers(deadline)
+        required = {layer: reason for layer, reason in self.missing_layers.items() if layer in self.limits.require}
+        if required:
+            raise SandboxUnavailable(required)
+
+    def relay(self, view: int, payload: str, deadline: float) -> str:
+        """The answer to one ``toolkit.chroma`` call made in ``view``, as the Chroma process wrote it."""
+        return self._ask({"op": "chroma", "view": view, "payload": payload}, deadline)
+
+    def drop(self, view: int) -> None:
+        """Forget what a finished reader changed; a Chroma process that fails at it serves nothing more."""
+        try:
+            self._ask({"op": "drop", "view": view}, time.monotonic() + self.limits.call_timeout_s)
+        except (_Fatal, TimeoutError):
+            pass
+
+    def _ask(self, message: dict[str, Any], deadline: float) -> str:
+        if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise TimeoutError
+        try:
+            if self._dead is not None:
+                raise _Fatal(self._dead.kind or "crashed", self._dead.message)
+            self._calls += 1
+            started = time.monotonic()
+            try:
+                self._send({**message, "call": self._calls}, deadline)
+                frame = self._recv(deadline)
+            except (TimeoutError, _Overtime):
+                self._fatal("timeout", "a Chroma call did not finish within its call's deadline", started, 0)
+                raise TimeoutError from None
+            except (wire.ChannelClosed, BrokenPipeError, ConnectionResetError):
+                self._kill()
+                raise self._failed(self._death_kind(), self._death_message("toolkit.chroma"), started) from None
+            except (ProtocolError, wire.FrameError, OSError) as exc:
+                raise self._failed("protocol", f"the program's Chroma process: {exc}", started) from None
+            if isinstance(frame, ViolationFrame):
+                raise self._failed("forbidden", f"in the program's Chroma process, {frame.event}: {frame.detail}",
+                                   started)
+            if not isinstance(frame, StoredFrame) or frame.call != self._calls:
+                raise self._failed("protocol", f"the program's Chroma process answered with a {frame.op!r} frame",
+                                   started)
+            return frame.payload
+        finally:
+            self._lock.release()
+
+    def _failed(self, kind: str, message: str, started: float) -> _Fatal:
+        outcome = self._fatal(kind, message, started, 0)
+        return _Fatal(outcome.kind or kind, outcome.message)
+
+    def _death_message(self, what: str) -> str:
+        return super()._death_message(what).replace("the sandbox process", "the program's Chroma process", 1)

@@ -29,6 +29,7 @@ _MEANING = {
     "read_too_long": "read() returned more text than the limit allows",
     "llm_budget": "the program made more toolkit LLM calls than one call allows",
     "embed_budget": "the program embedded more text than one call allows",
+    "requests": "the program sent more toolkit requests than one call allows",
     "file_size": "a file grew past its size limit",
     "disk": "the program's folder ran out of space",
     "forbidden": "the program used something the sandbox forbids",

@@ -27,7 +27,7 @@ class Query:
 class KnowledgeBase:
     def __init__(self, toolkit):
         self.toolkit = toolkit
-        self.embed = toolkit.chroma._embedding_function  # what its collections embed with: the host
+        self.embed = toolkit.chroma._host_embed  # what its collections embed with: the host
         self.clock = dataclasses.sys.modules["time"].perf_counter
 
     def write(self, item, raw_text):

@@ -1,0 +1,230 @@
+"""The program's Chroma process: the ChromaDB collections of one program, held apart from its own process.
+
+Chroma's runtime starts native threads, and a fork copies only the thread that forks. Kept here, it leaves the
+program's process with one thread, so that its reads can run in readers forked from the post-write state. This
+process runs no program code: it answers the Chroma calls the program's ``toolkit.chroma`` makes
+(``chroma_proxy``), which the host relays, under the same layers and limits as the program's process.
+
+Each request names a *view*. View 0 is the program's process: its calls change the collections themselves. Any
+other view is one reader's: it reads the collections as the writes left them, and the first call that would
+change a collection changes a copy of it, private to that view, in a database of its own, which the host drops
+when the reader is done. So every reader sees the post-write collections, and nothing another reader changed.
+
+Request ``{"op": "chroma", "call", "view", "payload"}`` -> ``{"op": "stored", "call", "payload"}``, where the
+payload is a JSON text ``{"target": "client" | "collection", "method", "name", "kwargs"}`` and its answer
+``{"ok": true, "value"}`` or ``{"ok": false, "type", "error"}``; ``{"op": "drop", "call", "view"}`` -> ``stored``
+with an empty payload.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+from . import wire
+
+# What a program may call, and the keyword arguments each takes: nothing else reaches Chroma, so no call can
+# name an object a JSON text cannot carry (an embedding function, a data loader) or a method Chroma keeps for
+# itself (``reset``, ``_system``).
+CLIENT_METHODS = {
+    "create_collection": ("name", "metadata", "configuration", "get_or_create"),
+    "get_or_create_collection": ("name", "metadata", "configuration"),
+    "get_collection": ("name",),
+    "delete_collection": ("name",),
+    "list_collections": ("limit", "offset"),
+    "count_collections": (),
+    "heartbeat": (),
+}
+COLLECTION_READS = {
+    "count": (),
+    "get": ("ids", "where", "limit", "offset", "where_document", "include"),
+    "peek": ("limit",),
+    "query": ("query_embeddings", "ids", "n_results", "where", "where_document", "include"),
+}
+COLLECTION_WRITES = {
+    "add": ("ids", "embeddings", "metadatas", "documents"),
+    "upsert": ("ids", "embeddings", "metadatas", "documents"),
+    "update": ("ids", "embeddings", "metadatas", "documents"),
+    "delete": ("ids", "where", "where_document"),
+    "modify": ("name", "metadata"),
+}
+COPY_BATCH = 1000  # items moved at once when a view copies a collection
+
+
+class CallError(ValueError):
+    """A request that names no method the program may call, or arguments it does not take."""
+
+
+def plain(value: Any) -> Any:
+    """``value`` with numpy arrays and tuples as lists: what a JSON text carries."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    return value
+
+
+class Store:
+    def __init__(self) -> None:
+        import chromadb
+        from chromadb.config import Settings
+
+        self._chromadb = chromadb
+        self._settings = Settings(anonymized_telemetry=False, allow_reset=True)
+        self._base = chromadb.EphemeralClient(settings=self._settings)
+        self._views: dict[int, _View] = {}
+
+    def answer(self, view: int, payload: str) -> str:
+        try:
+            request = json.loads(payload)
+            if not isinstance(request, dict):
+                raise CallError("a Chroma request is a JSON object")
+            value = self._call(view, request)
+            return json.dumps({"ok": True, "value": plain(value)}, allow_nan=False)
+        except Exception as exc:  # Chroma's error or the request's: the program's to handle, as in-process
+            return json.dumps({"ok": False, "type": type(exc).__name__, "error": str(exc)[:2000]})
+
+    def drop(self, view: int) -> None:
+        dropped = self._views.pop(view, None)
+        if dropped is not None:
+            dropped.close()
+
+    def _call(self, view: int, request: dict[str, Any]) -> Any:
+        target, method, kwargs = request.get("target"), request.get("method"), request.get("kwargs") or {}
+        if not isinstance(kwargs, dict):
+            raise CallError("a Chroma call's arguments are a JSON object")
+        allowed = {"client": CLIENT_METHODS, "collection": {**COLLECTION_READS, **COLLECTION_WRITES}}.get(str(target), {})
+        if method not in allowed:
+            raise CallError(f"toolkit.chroma offers no {target} method {method!r}")
+        unknown = sorted(set(kwargs) - set(allowed[method]))
+        if unknown:
+            raise CallError(f"{method}() takes no argument {', '.join(map(repr, unknown))} here")
+        kwargs = {key: value for key, value in kwargs.items() if value is not None}
+        if target == "client":
+            return self._client_call(view, method, kwargs)
+        collection = self._collection(view, str(request.get("name")), write=method in COLLECTION_WRITES)
+        result = getattr(collection, method)(**kwargs)
+        if method == "modify" and view:
+            self._views[view].renamed(str(request.get("name")), collection.name)
+        return _described(result) if method == "modify" else result
+
+    def _client_call(self, view: int, method: str, kwargs: dict[str, Any]) -> Any:
+        if view == 0:
+            if method in ("create_collection", "get_or_create_collection", "get_collection"):
+                kwargs["embedding_function"] = None  # vectors come with every text: nothing embeds here
+            result = getattr(self._base, method)(**kwargs)
+        else:
+            result = self._view(view).client_call(method, kwargs)
+        if method in ("create_collection", "get_or_create_collection", "get_collection"):
+            return _described(result)
+        if method == "list_collections":
+            return [_described(collection) for collection in result]
+        return result
+
+    def _collection(self, view: int, name: str, write: bool) -> Any:
+        if view == 0:
+            return self._base.get_collection(name, embedding_function=None)
+        return self._view(view).collection(name, write)
+
+    def _view(self, view: int) -> _View:
+        if view not in self._views:
+            self._views[view] = _View(self, view)
+        return self._views[view]
+
+
+class _View:
+    """One reader's view: the base collections, with the ones it changed replaced by its own copies."""
+
+    def __init__(self, store: Store, number: int):
+        self.base = store._base
+        self.database = f"view{number}"
+        self._admin = store._chromadb.AdminClient(store._settings)
+        self._admin.create_database(self.database)
+        self.own = store._chromadb.EphemeralClient(settings=store._settings, database=self.database)
+        self.changed: dict[str, bool] = {}  # name -> whether it exists in this view (a copy or a new one)
+        self._not_found = store._chromadb.errors.NotFoundError
+
+    def close(self) -> None:
+        self._admin.delete_database(self.database)
+
+    def names(self) -> list[str]:
+        base = [c.name for c in self.base.list_collections() if self.changed.get(c.name, True)]
+        return base + [name for name, exists in self.changed.items() if exists and name not in base]
+
+    def collection(self, name: str, write: bool) -> Any:
+        if name in self.changed:
+            if not self.changed[name]:
+                raise self._not_found(f"Collection [{name}] does not exist")
+            return self.own.get_collection(name, embedding_function=None)
+        base = self.base.get_collection(name, embedding_function=None)
+        if not write:
+            return base
+        copy = self.own.create_collection(name, metadata=base.metadata, configuration=base.configuration,
+                                          embedding_function=None)
+        total = base.count()
+        for offset in range(0, total, COPY_BATCH):
+            part = base.get(limit=COPY_BATCH, offset=offset, include=["embeddings", "documents", "metadatas"])
+            copy.add(ids=part["ids"], embeddings=part["embeddings"], documents=part["documents"],
+                     metadatas=part["metadatas"])
+        self.changed[name] = True
+        return copy
+
+    def renamed(self, old: str, new: str) -> None:
+        if old != new:
+            self.changed[old] = False
+            self.changed[new] = True
+
+    def client_call(self, method: str, kwargs: dict[str, Any]) -> Any:
+        name = kwargs.get("name", "")
+        if method == "get_collection":
+            return self.collection(name, write=False)
+        if method in ("create_collection", "get_or_create_collection"):
+            exists = name in self.names()
+            if exists and (method == "get_or_create_collection" or kwargs.get("get_or_create")):
+                return self.collection(name, write=False)
+            if exists:
+                raise ValueError(f"Collection [{name}] already exists")
+            self.changed[name] = True
+            return self.own.create_collection(embedding_function=None, **kwargs)
+        if method == "delete_collection":
+            if name not in self.names():
+                raise self._not_found(f"Collection [{name}] does not exist")
+            if self.changed.get(name):
+                self.own.delete_collection(name)
+            self.changed[name] = False
+            return None
+        if method == "list_collections":
+            return [self.collection(name, write=False) for name in self.names()]
+        if method == "count_collections":
+            return len(self.names())
+        return self.base.heartbeat()
+
+
+def _described(collection: Any) -> dict[str, Any]:
+    return {"name": collection.name, "metadata": collection.metadata}
+
+
+def serve(sock: socket.socket, store: Store, call: list[int | None]) -> int:
+    """Answer the host's requests until it closes the channel; ``call`` holds the one being answered, for the
+    audit hook's notices."""
+    while True:
+        try:
+            message = wire.recv(sock)
+        except (wire.ChannelClosed, wire.FrameError, OSError):
+            return 0
+        call[0] = message.get("call")
+        view = int(message.get("view", 0))
+        if message.get("op") == "drop":
+            store.drop(view)
+            payload = ""
+        else:
+            payload = store.answer(view, str(message.get("payload", "")))
+        try:
+            wire.send(sock, {"op": "stored", "call": call[0], "payload": payload})
+        except wire.FrameError as exc:
+            wire.send(sock, {"op": "stored", "call": call[0], "payload": json.dumps(
+                {"ok": False, "type": "ValueError", "error": f"the answer is too large for one reply ({exc}); "
+                 "ask for fewer items or leave the embeddings out"})})
