@@ -16,7 +16,7 @@ from typing import Any
 import numpy
 
 from . import wire
-from .chroma_store import plain
+from .chroma_store import packed, plain
 
 Ask = Callable[[dict[str, Any]], dict[str, Any]]
 Embed = Callable[[list[str]], list[list[float]]]
@@ -61,7 +61,7 @@ class Collection:
             vectors = [vectors]  # one vector, as Chroma accepts it
         for start in range(0, max(len(ids or []), 1), BATCH):  # an empty or missing list: Chroma's error
             part = slice(start, start + BATCH)
-            self._call(method, ids=ids[part] if ids else ids, embeddings=vectors[part] if vectors else vectors,
+            self._call(method, ids=ids[part] if ids else ids, embeddings=packed(vectors[part]) if vectors else vectors,
                        metadatas=metadatas[part] if metadatas else metadatas,
                        documents=documents[part] if documents else documents)
 
@@ -95,7 +95,8 @@ class Collection:
             vectors = self._embed([str(text) for text in _listed(query_texts) or []])
         elif vectors and not isinstance(vectors[0], list):
             vectors = [vectors]
-        found = self._call("query", query_embeddings=vectors, ids=_listed(ids), n_results=n_results, where=where,
+        found = self._call("query", query_embeddings=packed(vectors) if vectors else vectors, ids=_listed(ids),
+                           n_results=n_results, where=where,
                            where_document=where_document, include=include)
         if found.get("embeddings") is not None:
             found["embeddings"] = [numpy.array(rows) for rows in found["embeddings"]]

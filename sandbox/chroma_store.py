@@ -18,9 +18,12 @@ with an empty payload.
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 from typing import Any
+
+import numpy
 
 from . import wire
 
@@ -50,19 +53,49 @@ COLLECTION_WRITES = {
     "modify": ("name", "metadata"),
 }
 COPY_BATCH = 1000  # items moved at once when a view copies a collection
+VECTORS = ("embeddings", "query_embeddings")  # arguments that may come packed (``packed``)
 
 
 class CallError(ValueError):
     """A request that names no method the program may call, or arguments it does not take."""
 
 
+def packed(vectors: Any) -> Any:
+    """Vectors as Chroma keeps them (float32), in one base64 string: a JSON list of numbers costs the program's
+    process and this one far more to write and read than the call itself. Anything else is left as it is."""
+    try:
+        array = numpy.asarray(vectors, dtype=numpy.float32)
+    except (TypeError, ValueError):
+        return vectors  # ragged or not numbers: Chroma says what is wrong with it
+    if array.ndim != 2:
+        return vectors
+    return {"float32": base64.b64encode(array.tobytes()).decode("ascii"), "rows": array.shape[0]}
+
+
+def unpacked(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    try:
+        flat = numpy.frombuffer(base64.b64decode(str(value["float32"]), validate=True), dtype=numpy.float32)
+        return flat.reshape(int(value["rows"]), -1)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CallError(f"packed vectors that do not unpack: {exc}") from None
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def plain(value: Any) -> Any:
     """``value`` with numpy arrays and tuples as lists: what a JSON text carries."""
+    if isinstance(value, _SCALARS):
+        return value
     if hasattr(value, "tolist"):
         return value.tolist()
     if isinstance(value, dict):
         return {key: plain(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
+        if all(type(item) in _SCALARS for item in value):
+            return list(value)  # a vector, a list of ids: one pass, no call per number
         return [plain(item) for item in value]
     return value
 
@@ -102,7 +135,8 @@ class Store:
         unknown = sorted(set(kwargs) - set(allowed[method]))
         if unknown:
             raise CallError(f"{method}() takes no argument {', '.join(map(repr, unknown))} here")
-        kwargs = {key: value for key, value in kwargs.items() if value is not None}
+        kwargs = {key: unpacked(value) if key in VECTORS else value for key, value in kwargs.items()
+                  if value is not None}
         if target == "client":
             return self._client_call(view, method, kwargs)
         collection = self._collection(view, str(request.get("name")), write=method in COLLECTION_WRITES)

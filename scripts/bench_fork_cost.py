@@ -1,8 +1,8 @@
 """What a reader's fork costs in a process that loaded what each fork server preloads.
 
 A reader is a fork of the candidate's process, and the candidate is a fork of its fork server, so each reader
-copies the mappings of everything the fork server imported. Per preload set (nothing; the fork server for
-programs that do not name Chroma, ``sandbox.zygote.PRELOAD``; the one for those that do, ``CHROMA`` too) a
+copies the mappings of everything the fork server imported. Per preload set (nothing; the fork server of
+programs' processes, ``sandbox.zygote.PRELOAD``; the one of their Chroma processes, ``CHROMA`` too) a
 fresh interpreter imports it and times fork + exit + wait of a child, interleaved over rounds so load on a
 shared machine slows all alike. Prints the median per set and its ratio to the Chroma-free fork server's.
 

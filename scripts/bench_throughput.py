@@ -20,8 +20,9 @@ Three ways to evaluate, all on the same sandbox, backend, endpoint client and em
 Prints, measured in one run (timings drift on a shared machine; the ratios are the figures): one evaluation's
 wall, ours against the reference shape and the serial loop, for each seed; candidates per minute for each E
 against the reference shape; the requests in flight at the server (peak and mean while candidates wait)
-against the configured limit, in a run where that limit binds; and the offline backend's evaluation before
-(``--before``: a checkout of the code without the pipeline) and after.
+against the configured limit, in a run where that limit binds; and the offline backend's evaluation of
+``OFFLINE_SEEDS``, with reads in the program's process and from forked readers, and before (``--before``: a
+checkout of the code before a change, e.g. without the pipeline or with Chroma in the program's process).
 
     .venv/bin/python scripts/bench_throughput.py                  # the short run: latency 1 s, a few minutes
     .venv/bin/python scripts/bench_throughput.py --full           # latency 1 s and 3 s, more candidates
@@ -76,7 +77,9 @@ SEEDS = ("vector_search", "vector_search", "vector_search", "llm_summarizer")  #
 # The seeds whose read() calls the model (one evaluation each against the reference's shape): their reads are
 # what forked readers serve at once (memory_lace reads its Chroma collections from its readers too).
 READ_MODEL_SEEDS = ("llm_summarizer", "selfmem", "grounding", "memforest", "memskill", "rulemem", "memory_lace")
-OFFLINE_SEED = "rulemem"  # forked readers, no model: what a fork costs an offline evaluation
+# No model: what a fork costs an offline evaluation (rulemem), and what relaying its Chroma calls to the
+# program's Chroma process costs one whose every write and read calls Chroma (vector_search).
+OFFLINE_SEEDS = ("rulemem", "vector_search")
 LIMITS = SandboxLimits(call_timeout_s=120)
 
 
@@ -143,10 +146,42 @@ def _in_process(source: str, backend, embedder) -> dict:
             return {"ok": True, "text": backend.toolkit_completion([{"role": "user", "content": request["prompt"]}])}
         return {"vectors": embedder.embed(request["texts"])}
 
-    import chromadb  # noqa: F401  # loaded, as in the reference's process and a sandbox that names it (toolkit.chroma)
-
-    namespace["kb"] = namespace["KnowledgeBase"](Toolkit(ask, tempfile.mkdtemp(prefix="bench-reference-")))
+    toolkit = Toolkit(ask, tempfile.mkdtemp(prefix="bench-reference-"))
+    toolkit.chroma = _InProcessChroma(embedder)  # as the reference holds it: a client in its own process
+    namespace["kb"] = namespace["KnowledgeBase"](toolkit)
     return namespace
+
+
+class _InProcessChroma:
+    """A ChromaDB client in this process, emptied first, whose collections embed with ``embedder``."""
+
+    def __init__(self, embedder) -> None:
+        import chromadb
+        from chromadb.config import Settings
+
+        class Embed(chromadb.EmbeddingFunction):
+            def __init__(self) -> None:
+                pass
+
+            def __call__(self, input):  # noqa: A002 - Chroma's name for it
+                return embedder.embed([str(text) for text in input])
+
+            @staticmethod
+            def name() -> str:
+                return "bench"
+
+            def get_config(self) -> dict:
+                return {}
+
+        self._client = chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False, allow_reset=True))
+        self._client.reset()  # clients in one process share their collections: each evaluation starts empty
+        self._embed = Embed()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if name not in ("create_collection", "get_or_create_collection", "get_collection"):
+            return attr
+        return lambda *args, **kwargs: attr(*args, **{"embedding_function": self._embed, **kwargs})
 
 
 def _read_or_error(kb: Any, query: Any) -> str:
@@ -272,12 +307,13 @@ print(time.monotonic() - started, report.score, getattr(report.sandbox, "reads",
 """
 
 
-def offline_wall(tree: Path, texts: int, questions: int, repeats: int, readers: int | None = None) -> tuple[float, float]:
-    """One offline evaluation of ``OFFLINE_SEED`` in ``tree``: its wall and score; ``readers`` set the key (a tree
-    from before it has none)."""
+def offline_wall(tree: Path, seed: str, texts: int, questions: int, repeats: int,
+                 readers: int | None = None) -> tuple[float, float]:
+    """One offline evaluation of ``seed`` in ``tree``: its wall and score; ``readers`` set the key (a tree from
+    before it has none)."""
     concurrency = "None" if readers is None else f"__import__('mstar_ray.results').results.EvalConcurrency(" \
         f"in_flight=1, episodes=1, readers={readers})"
-    snippet = OFFLINE_SNIPPET.format(texts=texts, questions=questions, seed=str(ROOT / "seeds" / f"{OFFLINE_SEED}.py"),
+    snippet = OFFLINE_SNIPPET.format(texts=texts, questions=questions, seed=str(ROOT / "seeds" / f"{seed}.py"),
                                      repeats=repeats, concurrency=concurrency)
     out = subprocess.run([sys.executable, "-c", snippet], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
                          capture_output=True, text=True, check=True).stdout.split()
@@ -350,14 +386,16 @@ def main() -> None:
         ray.shutdown()
     if "offline" not in args.parts:
         return
-    serial, score_serial = offline_wall(ROOT, args.texts, args.questions, 3, readers=1)
-    forked, score_forked = offline_wall(ROOT, args.texts, args.questions, 3, readers=4)
-    print(f"\noffline backend, one evaluation of {OFFLINE_SEED}: reads in its process {serial:.2f} s, from forked "
-          f"readers {forked:.2f} s (forked/serial {forked / serial:.2f}); scores {score_serial:.4f} and {score_forked:.4f}")
-    if args.before is not None:
-        before, score_before = offline_wall(args.before, args.texts, args.questions, 3)
-        print(f"offline backend, before ({args.before}): {before:.2f} s (now/before {forked / before:.2f}); "
-              f"score {score_before:.4f}")
+    for seed in OFFLINE_SEEDS:
+        serial, score_serial = offline_wall(ROOT, seed, args.texts, args.questions, 3, readers=1)
+        forked, score_forked = offline_wall(ROOT, seed, args.texts, args.questions, 3, readers=4)
+        print(f"\noffline backend, one evaluation of {seed}: reads in its process {serial:.2f} s, from forked "
+              f"readers {forked:.2f} s (forked/serial {forked / serial:.2f}); scores {score_serial:.4f} and "
+              f"{score_forked:.4f}")
+        if args.before is not None:
+            before, score_before = offline_wall(args.before, seed, args.texts, args.questions, 3, readers=1)
+            print(f"offline backend, before ({args.before}), reads in its process: {before:.2f} s (now/before "
+                  f"{serial / before:.2f}); score {score_before:.4f}")
 
 
 if __name__ == "__main__":
