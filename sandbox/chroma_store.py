@@ -175,14 +175,22 @@ class _View:
     def __init__(self, store: Store, number: int):
         self.base = store._base
         self.database = f"view{number}"
-        self._admin = store._chromadb.AdminClient(store._settings)
-        self._admin.create_database(self.database)
-        self.own = store._chromadb.EphemeralClient(settings=store._settings, database=self.database)
+        self._store = store
+        self._own: Any = None  # its database, made on its first change: a view that only reads costs nothing
         self.changed: dict[str, bool] = {}  # name -> whether it exists in this view (a copy or a new one)
         self._not_found = store._chromadb.errors.NotFoundError
 
+    @property
+    def own(self) -> Any:
+        if self._own is None:
+            chromadb, settings = self._store._chromadb, self._store._settings
+            chromadb.AdminClient(settings).create_database(self.database)
+            self._own = chromadb.EphemeralClient(settings=settings, database=self.database)
+        return self._own
+
     def close(self) -> None:
-        self._admin.delete_database(self.database)
+        if self._own is not None:
+            self._store._chromadb.AdminClient(self._store._settings).delete_database(self.database)
 
     def names(self) -> list[str]:
         base = [c.name for c in self.base.list_collections() if self.changed.get(c.name, True)]

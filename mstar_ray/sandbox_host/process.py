@@ -17,10 +17,10 @@ creates and hands in; it is called like the candidate (same deadline, budget, li
 read and is killed. At most ``readers`` live at once. A process with more than one thread cannot be copied by
 a fork: its reads stay in the candidate's own process, in order.
 
-Chroma, whose runtime runs threads, lives in a process of its own for each program (``_Store``, started on the
-program's first ``toolkit.chroma`` call, in the same layers and limits): the host relays each call to it within
-the caller's deadline and budget, without decoding it, and gives each reader a view of the post-write
-collections (``sandbox.chroma_store``).
+Chroma, whose runtime runs threads, lives in a process of its own for each program (``_Store``, in the same
+layers and limits, started with the program or on its first ``toolkit.chroma`` call): the host relays each call
+to it within the caller's deadline and budget, without decoding it, and gives each reader a view of the
+post-write collections (``sandbox.chroma_store``).
 """
 
 from __future__ import annotations
@@ -253,6 +253,7 @@ class Sandbox:
         self._store: _Store | None = None
         self._store_lock = threading.Lock()
         self._views = 0
+        self.relayed = False  # whether any Chroma call of this process was relayed
         self._zygote: ZygoteHandle | None = None
         self.pid: int | None = None  # the keeper's pid in the fork server's namespace
         self.host_pid: int | None = None  # the candidate's pid here, from the kernel
@@ -439,7 +440,7 @@ class Sandbox:
                 return reader._call({"op": "read", "query": query}, "read")
             finally:
                 reader.close()
-                if self._store is not None:
+                if reader.relayed and self._store is not None:
                     self._store.drop(reader._view)
                 with self._count_lock:
                     self._readers_live -= 1
@@ -617,6 +618,7 @@ class Sandbox:
                     store = self._owner._chroma_store(deadline())
                 except (SandboxStartError, SandboxUnavailable) as exc:
                     raise _HostFailure(exc) from None
+                self.relayed = True
                 payload = store.relay(self._view, frame.payload, deadline())
                 self._send({"op": "reply", "call": number, "payload": payload}, deadline())
             else:
