@@ -100,6 +100,35 @@ def plain(value: Any) -> Any:
     return value
 
 
+class _Named:
+    """One Chroma client's collections, each looked up by name once: Chroma's lookup costs about a millisecond,
+    more than most of the calls it would precede."""
+
+    def __init__(self, client: Any):
+        self.client = client
+        self._known: dict[str, Any] = {}
+
+    def get(self, name: str) -> Any:
+        if name not in self._known:
+            self._known[name] = self.client.get_collection(name, embedding_function=None)
+        return self._known[name]
+
+    def made(self, method: str, kwargs: dict[str, Any]) -> Any:
+        """``create_collection`` or ``get_or_create_collection``; vectors come with every text, so nothing here
+        embeds."""
+        collection = getattr(self.client, method)(embedding_function=None, **kwargs)
+        self._known[collection.name] = collection
+        return collection
+
+    def delete(self, name: str) -> None:
+        self._known.pop(name, None)
+        self.client.delete_collection(name)
+
+    def renamed(self, old: str, collection: Any) -> None:
+        self._known.pop(old, None)
+        self._known[collection.name] = collection
+
+
 class Store:
     def __init__(self) -> None:
         import chromadb
@@ -107,7 +136,7 @@ class Store:
 
         self._chromadb = chromadb
         self._settings = Settings(anonymized_telemetry=False, allow_reset=True)
-        self._base = chromadb.EphemeralClient(settings=self._settings)
+        self._base = _Named(chromadb.EphemeralClient(settings=self._settings))
         self._views: dict[int, _View] = {}
 
     def answer(self, view: int, payload: str) -> str:
@@ -138,30 +167,29 @@ class Store:
         kwargs = {key: unpacked(value) if key in VECTORS else value for key, value in kwargs.items()
                   if value is not None}
         if target == "client":
-            return self._client_call(view, method, kwargs)
-        collection = self._collection(view, str(request.get("name")), write=method in COLLECTION_WRITES)
-        result = getattr(collection, method)(**kwargs)
-        if method == "modify" and view:
-            self._views[view].renamed(str(request.get("name")), collection.name)
-        return _described(result) if method == "modify" else result
-
-    def _client_call(self, view: int, method: str, kwargs: dict[str, Any]) -> Any:
-        if view == 0:
+            result = self._base_call(method, kwargs) if view == 0 else self._view(view).client_call(method, kwargs)
             if method in ("create_collection", "get_or_create_collection", "get_collection"):
-                kwargs["embedding_function"] = None  # vectors come with every text: nothing embeds here
-            result = getattr(self._base, method)(**kwargs)
-        else:
-            result = self._view(view).client_call(method, kwargs)
-        if method in ("create_collection", "get_or_create_collection", "get_collection"):
-            return _described(result)
-        if method == "list_collections":
-            return [_described(collection) for collection in result]
-        return result
+                return _described(result)
+            if method == "list_collections":
+                return [_described(collection) for collection in result]
+            return result
+        name = str(request.get("name"))
+        collection = self._base.get(name) if view == 0 else self._view(view).collection(name, method in COLLECTION_WRITES)
+        result = getattr(collection, method)(**kwargs)
+        if method != "modify":
+            return result
+        (self._base if view == 0 else self._view(view)).renamed(name, collection)
+        return _described(collection)
 
-    def _collection(self, view: int, name: str, write: bool) -> Any:
-        if view == 0:
-            return self._base.get_collection(name, embedding_function=None)
-        return self._view(view).collection(name, write)
+    def _base_call(self, method: str, kwargs: dict[str, Any]) -> Any:
+        name = str(kwargs.get("name", ""))
+        if method == "get_collection":
+            return self._base.get(name)
+        if method in ("create_collection", "get_or_create_collection"):
+            return self._base.made(method, kwargs)
+        if method == "delete_collection":
+            return self._base.delete(name)
+        return getattr(self._base.client, method)(**kwargs)
 
     def _view(self, view: int) -> _View:
         if view not in self._views:
@@ -176,16 +204,16 @@ class _View:
         self.base = store._base
         self.database = f"view{number}"
         self._store = store
-        self._own: Any = None  # its database, made on its first change: a view that only reads costs nothing
+        self._own: _Named | None = None  # its database, made on its first change: a view that only reads costs nothing
         self.changed: dict[str, bool] = {}  # name -> whether it exists in this view (a copy or a new one)
         self._not_found = store._chromadb.errors.NotFoundError
 
     @property
-    def own(self) -> Any:
+    def own(self) -> _Named:
         if self._own is None:
             chromadb, settings = self._store._chromadb, self._store._settings
             chromadb.AdminClient(settings).create_database(self.database)
-            self._own = chromadb.EphemeralClient(settings=settings, database=self.database)
+            self._own = _Named(chromadb.EphemeralClient(settings=settings, database=self.database))
         return self._own
 
     def close(self) -> None:
@@ -193,19 +221,19 @@ class _View:
             self._store._chromadb.AdminClient(self._store._settings).delete_database(self.database)
 
     def names(self) -> list[str]:
-        base = [c.name for c in self.base.list_collections() if self.changed.get(c.name, True)]
+        base = [c.name for c in self.base.client.list_collections() if self.changed.get(c.name, True)]
         return base + [name for name, exists in self.changed.items() if exists and name not in base]
 
     def collection(self, name: str, write: bool) -> Any:
         if name in self.changed:
             if not self.changed[name]:
                 raise self._not_found(f"Collection [{name}] does not exist")
-            return self.own.get_collection(name, embedding_function=None)
-        base = self.base.get_collection(name, embedding_function=None)
+            return self.own.get(name)
+        base = self.base.get(name)
         if not write:
             return base
-        copy = self.own.create_collection(name, metadata=base.metadata, configuration=base.configuration,
-                                          embedding_function=None)
+        copy = self.own.made("create_collection", {"name": name, "metadata": base.metadata,
+                                                   "configuration": base.configuration})
         total = base.count()
         for offset in range(0, total, COPY_BATCH):
             part = base.get(limit=COPY_BATCH, offset=offset, include=["embeddings", "documents", "metadatas"])
@@ -214,13 +242,14 @@ class _View:
         self.changed[name] = True
         return copy
 
-    def renamed(self, old: str, new: str) -> None:
-        if old != new:
+    def renamed(self, old: str, collection: Any) -> None:
+        if old != collection.name:
+            self.own.renamed(old, collection)
             self.changed[old] = False
-            self.changed[new] = True
+            self.changed[collection.name] = True
 
     def client_call(self, method: str, kwargs: dict[str, Any]) -> Any:
-        name = kwargs.get("name", "")
+        name = str(kwargs.get("name", ""))
         if method == "get_collection":
             return self.collection(name, write=False)
         if method in ("create_collection", "get_or_create_collection"):
@@ -230,19 +259,19 @@ class _View:
             if exists:
                 raise ValueError(f"Collection [{name}] already exists")
             self.changed[name] = True
-            return self.own.create_collection(embedding_function=None, **kwargs)
+            return self.own.made("create_collection", kwargs)
         if method == "delete_collection":
             if name not in self.names():
                 raise self._not_found(f"Collection [{name}] does not exist")
             if self.changed.get(name):
-                self.own.delete_collection(name)
+                self.own.delete(name)
             self.changed[name] = False
             return None
         if method == "list_collections":
             return [self.collection(name, write=False) for name in self.names()]
         if method == "count_collections":
             return len(self.names())
-        return self.base.heartbeat()
+        return self.base.client.heartbeat()
 
 
 def _described(collection: Any) -> dict[str, Any]:
