@@ -338,7 +338,10 @@ def test_a_chroma_call_the_store_does_not_offer_is_the_programs_error_to_catch()
         answers = []
         for payload in ('{"target": "client", "method": "reset", "kwargs": {}}', "not json", "[1, 2]",
                         '{"target": "collection", "method": "add", "name": "none", "kwargs": {"ids": ["a"]}}',
-                        '{"target": "client", "method": "list_collections", "kwargs": {"embedding_function": 1}}'):
+                        '{"target": "client", "method": "list_collections", "kwargs": {"embedding_function": 1}}',
+                        '{"target": "client", "method": "get_or_create_collection", "kwargs": {"name": "packs"}}',
+                        '{"target": "collection", "method": "add", "name": "packs", "kwargs": {"ids": ["a"], '
+                        '"embeddings": {"float32": "not base64!", "rows": 1}}}'):
             answers.append(self.toolkit._ask({"op": "chroma", "payload": payload})["payload"][:120])
         try:
             self.toolkit.chroma.get_collection("missing")
@@ -350,9 +353,10 @@ def test_a_chroma_call_the_store_does_not_offer_is_the_programs_error_to_catch()
         outcome = sandbox.read({"text": "q"})
     assert outcome.ok, outcome.describe()
     lines = outcome.value.split("\n")
-    assert all('"ok": false' in line for line in lines[:5]), lines
+    assert all('"ok": false' in line for line in lines[:5] + lines[6:7]), lines
     assert "no client method 'reset'" in lines[0] and "takes no argument 'embedding_function'" in lines[4]
-    assert lines[5].startswith("NotFoundError")
+    assert '"ok": true' in lines[5] and "packed vectors that do not unpack" in lines[6]
+    assert lines[7].startswith("NotFoundError")
 
 
 def test_the_score_equals_the_serial_protocols_for_reads_that_change_nothing():
