@@ -258,8 +258,9 @@ class _View:
                 return self.collection(name, write=False)
             if exists:
                 raise ValueError(f"Collection [{name}] already exists")
-            self.changed[name] = True
-            return self.own.made("create_collection", kwargs)
+            made = self.own.made("create_collection", kwargs)
+            self.changed[name] = True  # once Chroma took the name: a refused one leaves no trace
+            return made
         if method == "delete_collection":
             if name not in self.names():
                 raise self._not_found(f"Collection [{name}] does not exist")
