@@ -1,9 +1,9 @@
 """The sandbox process's main loop: isolate this process, load the program, serve write/read calls.
 
 Runs in the candidate process the keeper forks (``sandbox.zygote``), or, for a spawn whose limits say
-``"role": "store"``, in the program's Chroma process (``chroma_store``), under the same layers. Messages from the host, each with
-the host's call number: ``{"op": "load", "call", "source"}``, ``{"op": "write", "call", "item",
-"raw_text"}``, ``{"op": "read", "call", "query"}``, ``{"op": "feedback", "call", "query", "score"}`` (only
+``"role": "store"``, in the program's Chroma process (``chroma_store``), under the same layers. Messages from
+the host, each with the host's call number: ``{"op": "load", "call", "source"}``, ``{"op": "write", "call",
+"item", "raw_text"}``, ``{"op": "read", "call", "query"}``, ``{"op": "feedback", "call", "query", "score"}`` (only
 for programs that define ``feedback``), and, for a process started ``forking``, ``{"op": "fork", "call"}``
 followed by one byte carrying a new channel (SCM_RIGHTS): this process forks a reader, a copy of its
 post-write state that sends its own ``layers`` frame on that channel and answers reads there; the host ends
