@@ -96,16 +96,12 @@ class ViolationFrame(_Frame):
     detail: Text
 
 
-Frame = Annotated[LayersFrame | DoneFrame | LLMFrame | EmbedFrame | ChromaFrame | StoredFrame | ViolationFrame,
-                  Field(discriminator="op")]
-_FRAME = TypeAdapter(Frame)
+AnyFrame = LayersFrame | DoneFrame | LLMFrame | EmbedFrame | ChromaFrame | StoredFrame | ViolationFrame
+_FRAME: TypeAdapter[AnyFrame] = TypeAdapter(Annotated[AnyFrame, Field(discriminator="op")])
 
 
 class ProtocolError(ValueError):
     """A frame that breaks the protocol: the candidate's fault, recorded as a ``protocol`` violation."""
-
-
-AnyFrame = LayersFrame | DoneFrame | LLMFrame | EmbedFrame | ChromaFrame | StoredFrame | ViolationFrame
 
 
 def parse_frame(body: bytes) -> AnyFrame:
