@@ -52,6 +52,7 @@ COLLECTION_WRITES = {
     "delete": ("ids", "where", "where_document"),
     "modify": ("name", "metadata"),
 }
+KEEP_ALL = 65536  # Chroma's own default size for its pool of vector indexes (``Store``)
 COPY_BATCH = 1000  # items moved at once when a view copies a collection
 VECTORS = ("embeddings", "query_embeddings")  # arguments that may come packed (``packed``)
 
@@ -132,12 +133,34 @@ class _Named:
 class Store:
     def __init__(self) -> None:
         import chromadb
-        from chromadb.config import Settings
+        from chromadb.api.client import AdminClient, Client
+        from chromadb.api.rust import RustBindingsAPI
+        from chromadb.config import Settings, System
 
-        self._chromadb = chromadb
-        self._settings = Settings(anonymized_telemetry=False, allow_reset=True)
-        self._base = _Named(chromadb.EphemeralClient(settings=self._settings))
+        self.not_found = chromadb.errors.NotFoundError
+        self._client, self._admin = Client, AdminClient
+        # Chroma sizes its pool of open vector indexes at a fifth of the file descriptor limit, since a persistent
+        # index holds files open. An in-memory one holds none, and can come back from an eviction empty: under
+        # this process's limit (256, a pool of 51) the copies readers make and drop pushed written collections'
+        # indexes out, by the luck of their ids, and later reads failed with "Error finding id". So nothing is
+        # evicted here; the memory limit bounds what a program keeps.
+        self._system = System(Settings(anonymized_telemetry=False, allow_reset=True, is_persistent=False))
+        self._system.instance(RustBindingsAPI).hnsw_cache_size = KEEP_ALL  # the one Chroma's settings name
+        self._system.start()
+        self._base = _Named(self.client())
         self._views: dict[int, _View] = {}
+
+    def client(self, database: str | None = None) -> Any:
+        """A client of this process's one Chroma, on ``database`` or the default one."""
+        if database is None:
+            return self._client.from_system(self._system)
+        return self._client.from_system(self._system, database=database)
+
+    def create_database(self, name: str) -> None:
+        self._admin.from_system(self._system).create_database(name)
+
+    def delete_database(self, name: str) -> None:
+        self._admin.from_system(self._system).delete_database(name)
 
     def answer(self, view: int, payload: str) -> str:
         try:
@@ -206,19 +229,18 @@ class _View:
         self._store = store
         self._own: _Named | None = None  # its database, made on its first change: a view that only reads costs nothing
         self.changed: dict[str, bool] = {}  # name -> whether it exists in this view (a copy or a new one)
-        self._not_found = store._chromadb.errors.NotFoundError
+        self._not_found = store.not_found
 
     @property
     def own(self) -> _Named:
         if self._own is None:
-            chromadb, settings = self._store._chromadb, self._store._settings
-            chromadb.AdminClient(settings).create_database(self.database)
-            self._own = _Named(chromadb.EphemeralClient(settings=settings, database=self.database))
+            self._store.create_database(self.database)
+            self._own = _Named(self._store.client(self.database))
         return self._own
 
     def close(self) -> None:
         if self._own is not None:
-            self._store._chromadb.AdminClient(self._store._settings).delete_database(self.database)
+            self._store.delete_database(self.database)
 
     def names(self) -> list[str]:
         base = [c.name for c in self.base.client.list_collections() if self.changed.get(c.name, True)]
