@@ -53,7 +53,8 @@ def fmt(values: list[float]) -> str:
 
 def measure(n: int) -> dict:
     """n sandboxes of TRIVIAL through this process's fork server: start-to-ready and 20 write+read each."""
-    from mstar_ray.sandbox_host.process import Sandbox, shared_fork_server
+    from mstar_ray.sandbox_host.fork_server import shared_fork_server
+    from mstar_ray.sandbox_host.process import Sandbox
 
     started = time.monotonic()
     server = shared_fork_server(chroma=False)  # the one a run forks every program's process from

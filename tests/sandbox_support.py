@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mstar_ray.sandbox_host.process import ForkServer, Outcome, Sandbox, SandboxLimits
+from mstar_ray.sandbox_host.fork_server import ForkServer
+
+from mstar_ray.sandbox_host.limits import SandboxLimits
+
+from mstar_ray.sandbox_host.outcome import Outcome
+
+from mstar_ray.sandbox_host.process import Sandbox
 from tests.conftest import HOSTILE, seed_source
 
 SECRET = "sk-test-mstar-planted-secret-0123456789"

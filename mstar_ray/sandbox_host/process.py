@@ -17,7 +17,7 @@ creates and hands in; it is called like the candidate (same deadline, budget, li
 read and is killed. At most ``readers`` live at once. A process with more than one thread cannot be copied by
 a fork: its reads stay in the candidate's own process, in order.
 
-Chroma, whose runtime runs threads, lives in a process of its own for each program (``_Store``, in the same
+Chroma, whose runtime runs threads, lives in a process of its own for each program (``chroma_process``, in the same
 layers and limits, started with the program or on its first ``toolkit.chroma`` call): the host relays each call
 to it within the caller's deadline and budget, without decoding it, and gives each reader a view of the
 post-write collections (``sandbox.chroma_store``).
@@ -26,7 +26,6 @@ post-write collections (``sandbox.chroma_store``).
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import logging
 import os
 import select
@@ -37,19 +36,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from mstar_ray.sandbox_host import jail
-from mstar_ray.sandbox_host.frames import (
-    AnyFrame, ChromaFrame, DoneFrame, EmbedFrame, LayersFrame, LLMFrame, ProtocolError, StoredFrame, ViolationFrame,
-    done_value, parse_frame,
-)
-from mstar_ray.sandbox_host.fork_server import (
-    ForkServer, ZygoteHandle, namespaces_of, proc_status, receive_with_pid, shared_fork_server,
-)
-from mstar_ray.sandbox_host.jail import Layer, SandboxStartError, SandboxUnavailable
-from mstar_ray.sandbox import wire
 from mstar_ray.llm.waiting import WaitClock, charged_to
+from mstar_ray.sandbox import wire
+from mstar_ray.sandbox_host.chroma_process import ChromaProcess
+from mstar_ray.sandbox_host.fork_server import ForkServer, proc_status, shared_fork_server
+from mstar_ray.sandbox_host.frames import (
+    ChromaFrame, DoneFrame, EmbedFrame, LayersFrame, LLMFrame, ProtocolError, ViolationFrame, done_value,
+)
+from mstar_ray.sandbox_host.jail import SandboxStartError, SandboxUnavailable
+from mstar_ray.sandbox_host.jailed_process import Fatal, JailedProcess, Overtime
+from mstar_ray.sandbox_host.limits import SandboxLimits
+from mstar_ray.sandbox_host.outcome import Outcome
 
 LLMHandler = Callable[[list[dict[str, str]]], str]
 EmbedHandler = Callable[[list[str]], list[list[float]]]
@@ -58,65 +55,6 @@ log = logging.getLogger(__name__)
 
 EMBED_CHUNK = 32  # texts embedded between two deadline checks
 EXCUSE_LOOK_S = 0.05  # how often a host wait re-reads the time its request spent queued
-
-# Outcome kinds that are the program's fault and, per the contract, score it zero.
-VIOLATION_KINDS = frozenset(
-    {"timeout", "llm_budget", "embed_budget", "read_too_long", "crashed", "memory", "cpu", "file_size", "disk",
-     "forbidden", "thread", "tasks", "protocol", "contract", "recursion", "requests"}
-)
-
-
-class SandboxLimits(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    call_timeout_s: float = Field(60.0, gt=0, description="wall deadline of one write/read (and of loading)")
-    llm_calls_per_call: int = Field(1, ge=0, description="toolkit LLM calls allowed in one write/read")
-    llm_prompt_max_chars: int = Field(32_000, gt=0, description="longest prompt one toolkit LLM call may send")
-    embed_texts_per_call: int = Field(2048, ge=0, description="texts the host embeds for one write/read")
-    embed_chars_per_call: int = Field(2_000_000, ge=0, description="characters the host embeds for one write/read")
-    toolkit_cache_mb: int = Field(32, ge=0, description="what one evaluation's toolkit calls may add to the run's "
-                                  "cache (embeddings and LLM replies, in the candidate's own part); past it they are "
-                                  "answered but not stored")
-    toolkit_requests_per_call: int = Field(512, ge=1, description="toolkit requests (embed, LLM, Chroma) one write/read "
-                                           "may send, whatever each holds: an empty request costs a round trip too")
-    queued_max_s: float = Field(600.0, ge=0, description="time one write/read's toolkit requests may spend queued "
-                                "for shared endpoints (slots, rate limits, back-off) without counting against its "
-                                "deadline: others' load is not the program's time; past it the wait counts")
-    read_max_chars: int = Field(3000, gt=0, description="longest context a read() may return (the contract)")
-    memory_mb: int = Field(2048, ge=256, description="address-space limit of the sandbox process")
-    cpu_seconds: int = Field(600, gt=0, description="CPU-time limit of the whole sandbox process")
-    file_size_mb: int = Field(64, gt=0, description="largest file the program may write (RLIMIT_FSIZE)")
-    max_open_files: int = Field(256, ge=32, description="open file descriptors (RLIMIT_NOFILE)")
-    max_tasks: int = Field(512, ge=32, description="threads and processes the sandbox may hold at once (RLIMIT_NPROC "
-                           "in its own user namespace); reaching it is a violation")
-    disk_mb: int = Field(256, ge=1, description="size of the candidate's folder (its own tmpfs)")
-    disk_inodes: int = Field(10_000, ge=64, description="files and folders the candidate's folder may hold")
-    require: list[Layer] = Field(
-        default_factory=lambda: list(jail.LAYERS),
-        description="layers without which the sandbox refuses to run a program; leave one out to run without it "
-        "on purpose (the machine cannot give it)")
-
-
-class Outcome(BaseModel):
-    """What one load/write/read call produced."""
-
-    ok: bool
-    value: Any = None
-    kind: str | None = None
-    message: str = ""
-    traceback: str = ""
-    llm_calls: int = 0
-    seconds: float = 0.0
-    queued_seconds: float = 0.0  # of ``seconds``: its toolkit requests queued for shared endpoints (not charged)
-    logs: list[str] = []
-
-    @property
-    def violation(self) -> bool:
-        return self.kind in VIOLATION_KINDS
-
-    def describe(self) -> str:
-        return "ok" if self.ok else f"{self.kind}: {self.message}"
-
 
 PROBE = '''
 from dataclasses import dataclass
@@ -191,10 +129,6 @@ class _CallBudget:
         return None
 
 
-class _Overtime(Exception):
-    """The call's deadline passed while the host worked on the sandbox's behalf."""
-
-
 class _HostFailure(Exception):
     """The host's own embedder failed (an endpoint, a budget): not the candidate's doing, so it propagates."""
 
@@ -203,15 +137,7 @@ class _HostFailure(Exception):
         self.error = error
 
 
-class _Fatal(Exception):
-    """Ends a call with a violation that stops the candidate."""
-
-    def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind = kind
-
-
-class Sandbox:
+class Sandbox(JailedProcess):
     """One candidate program, alive in its own process until ``close()``.
 
     Use as a context manager. ``start()`` loads the program and constructs its ``KnowledgeBase``;
@@ -230,8 +156,8 @@ class Sandbox:
         fork_server: ForkServer | None = None,
         readers: int = 1,
     ):
+        super().__init__(limits or SandboxLimits(), fork_server or shared_fork_server(chroma=False))
         self.source = source
-        self.limits = limits or SandboxLimits()
         self.readers = readers
         self.fork_readers = readers > 1
         self.serial_reason: str | None = None  # why reads stayed in this process, once ``snapshot`` decided
@@ -247,25 +173,14 @@ class Sandbox:
         self._reader_pids: set[int] = set()  # every reader forked (a killed one may linger a moment)
         self._llm = llm
         self._embed = embed
-        self._fork_server = fork_server or shared_fork_server(chroma=False)
         self._owner = self  # whose Chroma process serves this one's calls
         self._view = 0  # and which view of it: the program's process changes the collections themselves
-        self._store: _Store | None = None
+        self._store: ChromaProcess | None = None
         self._store_lock = threading.Lock()
         self._views = 0
         self.relayed = False  # whether any Chroma call of this process was relayed
-        self._zygote: ZygoteHandle | None = None
-        self.pid: int | None = None  # the keeper's pid in the fork server's namespace
-        self.host_pid: int | None = None  # the candidate's pid here, from the kernel
-        self._pidfd: int | None = None
-        self._sock: socket.socket | None = None
-        self._dead: Outcome | None = None
-        self._calls = 0
         self._worker: concurrent.futures.ThreadPoolExecutor | None = None
-        self.layers: list[str] = []
-        self.missing_layers: dict[str, str] = {}
         self.ready_seconds: float | None = None
-        self.exit_status: dict[str, Any] | None = None
 
     def __enter__(self) -> Sandbox:
         return self
@@ -301,85 +216,13 @@ class Sandbox:
             self._dead = outcome.model_copy(update={"message": f"the program did not load: {outcome.message}"})
         return outcome
 
-    def _receive_layers(self, deadline: float) -> None:
-        """The first frame, sent by the sandbox's own code before the program: its layers, and (from the
-        kernel) its pid, which the host then holds as a pidfd and checks the layers against."""
-        assert self._sock is not None
-        self._sock.settimeout(max(0.001, deadline - time.monotonic()))
-        header, pid = receive_with_pid(self._sock, wire.HEADER.size)
-        if len(header) < wire.HEADER.size:
-            header += self._read_exact(wire.HEADER.size - len(header), deadline) if header else b""
-        if not header:
-            raise wire.ChannelClosed("the sandbox process exited while setting up")
-        (length,) = wire.HEADER.unpack(header)
-        if length > wire.MAX_FRAME_BYTES:
-            raise ProtocolError("oversized layers frame")
-        frame = parse_frame(self._read_exact(length, deadline))
-        if not isinstance(frame, LayersFrame) or pid is None:
-            raise ProtocolError(f"expected the layers frame with credentials first, got {type(frame).__name__}")
-        self.host_pid = pid
-        self._pidfd = os.pidfd_open(pid)
-        self.layers = ([self._fork_server.jail] if self._fork_server.jail else []) + list(frame.layers)
-        self.missing_layers = {**self._fork_server.missing, **frame.missing}
-        self._verify_from_outside()
-
-    def _verify_from_outside(self) -> None:
-        """What /proc shows of the candidate must match what it reported (Landlock shows nothing there)."""
-        try:
-            assert self.host_pid is not None and self._zygote is not None  # start() set both before the layers came
-            status = proc_status(self.host_pid)
-            theirs = namespaces_of(self.host_pid)
-        except OSError:
-            return  # gone already: the load call reports how it ended
-        caps = any(int(status[key], 16) for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"))
-        checks = {
-            "seccomp": status.get("Seccomp", "").strip() == "2",
-            "capabilities": not caps,
-            "namespaces": not self._zygote.namespaces or all(
-                theirs[ns] != self._zygote.namespaces.get(ns) for ns in ("user", "mnt", "pid", "net", "ipc")),
-        }
-        for layer, holds in checks.items():
-            if not holds and layer not in self.missing_layers:
-                self.missing_layers[layer] = "reported by the sandbox but not seen from outside in /proc"
-
     def close(self) -> None:
-        if self._sock is not None:
-            self._kill()  # it sits frozen between calls: nothing to say goodbye to
+        super().close()
         if self._store is not None:
             self._store.close()
         if self._worker is not None:
             self._worker.shutdown(wait=False, cancel_futures=True)
             self._worker = None
-
-    def _signal(self, sig: int) -> None:
-        if self._pidfd is not None:
-            try:
-                signal.pidfd_send_signal(self._pidfd, sig)
-            except ProcessLookupError:
-                pass
-
-    def _kill(self) -> None:
-        """SIGKILL the candidate and reap its keeper (which the zygote reaps only when asked, so the pid
-        cannot be reused before)."""
-        if self.pid is not None and self.exit_status is None and self._zygote is not None:
-            try:
-                if self._pidfd is not None:
-                    self._signal(signal.SIGKILL)
-                else:
-                    self._zygote.kill(self.pid)  # the candidate dies with its keeper
-                self.exit_status = self._zygote.reap(self.pid)
-            except (OSError, SandboxStartError, json.JSONDecodeError):
-                self.exit_status = {"exitcode": None}
-        self._release()
-
-    def _release(self) -> None:
-        """Close the handles on a killed process: its pidfd and its channel."""
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
 
     # -- calls -----------------------------------------------------------------------------------
 
@@ -514,12 +357,6 @@ class Sandbox:
         """``kb.feedback(query, score)``, for programs that define it; the same limits as a read."""
         return self._call({"op": "feedback", "query": query, "score": float(score)}, "feedback")
 
-    def _fatal(self, kind: str, message: str, started: float, llm_calls: int) -> Outcome:
-        self._kill()
-        outcome = Outcome(ok=False, kind=kind, message=message, seconds=time.monotonic() - started, llm_calls=llm_calls)
-        self._dead = outcome
-        return outcome
-
     def _call(self, message: dict[str, Any], what: str, channel: int | None = None) -> Outcome:
         if self._dead is not None:
             return self._dead
@@ -533,13 +370,13 @@ class Sandbox:
         clock = WaitClock()  # the call's toolkit requests queued behind others' load: not its time
         try:
             done = self._exchange({**message, "call": number}, number, what, deadline, budget, clock, channel)
-        except (TimeoutError, _Overtime):
+        except (TimeoutError, Overtime):
             return self._fatal("timeout", f"{what}() did not finish within {self.limits.call_timeout_s:g} s; the "
                                "process was killed", started, budget.llm_calls)
         except wire.ChannelClosed:
             self._kill()
             return self._fatal(self._death_kind(), self._death_message(what), started, budget.llm_calls)
-        except _Fatal as exc:
+        except Fatal as exc:
             return self._fatal(exc.kind, str(exc), started, budget.llm_calls)
         except _HostFailure as exc:
             self._kill()
@@ -580,7 +417,7 @@ class Sandbox:
         if ready:
             if not self._sock.recv(1, socket.MSG_PEEK):
                 raise wire.ChannelClosed("the sandbox process is gone")
-            raise _Fatal("protocol", f"the sandbox sent a frame between calls (before {what}())")
+            raise Fatal("protocol", f"the sandbox sent a frame between calls (before {what}())")
         self._signal(signal.SIGCONT)
         self._send(request, deadline())
         if channel is not None:  # a reader's channel, on a byte of its own after the request
@@ -593,11 +430,11 @@ class Sandbox:
                 return frame
             if isinstance(frame, ViolationFrame):
                 # Disqualified already: stop it now rather than let it run on to the deadline.
-                raise _Fatal("forbidden", f"{frame.event}: {frame.detail}")
+                raise Fatal("forbidden", f"{frame.event}: {frame.detail}")
             if isinstance(frame, LLMFrame):
                 refused = budget.llm(frame.prompt, what)
                 if refused:
-                    raise _Fatal("llm_budget", refused)
+                    raise Fatal("llm_budget", refused)
                 self._signal(signal.SIGSTOP)  # waiting for its reply: nothing it runs beside uses the excused time
                 reply = self._answer_llm(frame.prompt, own_deadline, clock)
                 self._signal(signal.SIGCONT)
@@ -605,7 +442,7 @@ class Sandbox:
             elif isinstance(frame, EmbedFrame):
                 refused = budget.embed(frame.texts, what)
                 if refused:
-                    raise _Fatal("embed_budget", refused)
+                    raise Fatal("embed_budget", refused)
                 self._signal(signal.SIGSTOP)
                 reply = self._answer_embed(frame.texts, own_deadline, clock)
                 self._signal(signal.SIGCONT)
@@ -613,7 +450,7 @@ class Sandbox:
             elif isinstance(frame, ChromaFrame):
                 refused = budget.chroma(what)
                 if refused:
-                    raise _Fatal("requests", refused)
+                    raise Fatal("requests", refused)
                 try:
                     store = self._owner._chroma_store(deadline())
                 except (SandboxStartError, SandboxUnavailable) as exc:
@@ -624,12 +461,12 @@ class Sandbox:
             else:
                 raise ProtocolError(f"a {frame.op!r} frame, which no program's process sends")
 
-    def _chroma_store(self, deadline: float) -> _Store:
+    def _chroma_store(self, deadline: float) -> ChromaProcess:
         """The program's Chroma process, started with the program when its source names Chroma, else on its
         first call. Raises ``SandboxStartError`` or ``SandboxUnavailable``: a start that fails is the host's."""
         with self._store_lock:
             if self._store is None:
-                store = _Store(self)
+                store = ChromaProcess(self.limits)
                 try:
                     store.begin(deadline)
                 except SandboxUnavailable:
@@ -647,34 +484,6 @@ class Sandbox:
         with self._store_lock:
             self._views += 1
             return self._views
-
-    def _send(self, message: dict[str, Any], deadline: float) -> None:
-        assert self._sock is not None
-        self._sock.settimeout(max(0.001, deadline - time.monotonic()))
-        wire.send(self._sock, message)
-
-    def _read_exact(self, n: int, deadline: float) -> bytes:
-        assert self._sock is not None
-        chunks = bytearray()
-        while len(chunks) < n:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError
-            self._sock.settimeout(remaining)
-            chunk = self._sock.recv(min(n - len(chunks), 1 << 20))
-            if not chunk:
-                raise wire.ChannelClosed("sandbox closed the channel")
-            chunks += chunk
-        return bytes(chunks)
-
-    def _recv(self, deadline: float) -> AnyFrame:
-        (length,) = wire.HEADER.unpack(self._read_exact(wire.HEADER.size, deadline))
-        if length > wire.MAX_FRAME_BYTES:
-            raise ProtocolError(f"frame of {length} bytes exceeds the limit")
-        frame = parse_frame(self._read_exact(length, deadline))
-        if time.monotonic() > deadline:
-            raise _Overtime  # the host's own decoding counts against the call, like the candidate's work
-        return frame
 
     # -- host work on the sandbox's behalf -------------------------------------------------------
 
@@ -703,7 +512,7 @@ class Sandbox:
                 if time.monotonic() < deadline + min(clock.seconds, self.limits.queued_max_s):
                     continue  # within the deadline, counting the queued time it excuses (which may have grown)
                 cancelled.set()
-                raise _Overtime from None
+                raise Overtime from None
 
     def _answer_llm(self, prompt: str, deadline: float, clock: WaitClock) -> dict[str, Any]:
         if self._llm is None:
@@ -712,7 +521,7 @@ class Sandbox:
         llm = self._llm
         try:
             text = self._within(lambda cancelled: llm(messages), deadline, clock)
-        except _Overtime:
+        except Overtime:
             raise
         except Exception as exc:  # the endpoint's failure is reported to the program, not fatal to the host
             return {"ok": False, "error": f"toolkit LLM call failed: {type(exc).__name__}: {exc}"[:2000]}
@@ -720,7 +529,7 @@ class Sandbox:
 
     def _answer_embed(self, texts: list[str], deadline: float, clock: WaitClock) -> dict[str, Any]:
         if self._embed is None:
-            raise _Fatal("protocol", "the program asked for embeddings but no embedder is configured")
+            raise Fatal("protocol", "the program asked for embeddings but no embedder is configured")
         embed = self._embed
 
         def chunks(cancelled: threading.Event) -> list[list[float]]:
@@ -733,32 +542,10 @@ class Sandbox:
 
         try:
             return {"vectors": self._within(chunks, deadline, clock)}
-        except _Overtime:
+        except Overtime:
             raise
         except Exception as exc:
             raise _HostFailure(exc) from exc
-
-    # -- how it ended ----------------------------------------------------------------------------
-
-    def _death_kind(self) -> str:
-        sig: int | None = (self.exit_status or {}).get("signal")
-        kinds: dict[int | None, str] = {signal.SIGXCPU: "cpu", signal.SIGXFSZ: "file_size", signal.SIGSYS: "forbidden"}
-        return kinds.get(sig, "crashed")
-
-    def _death_message(self, what: str) -> str:
-        status = self.exit_status or {}
-        if status.get("signal") is not None:
-            sig = signal.Signals(status["signal"]).name
-            cause = {
-                "SIGXCPU": f"it exceeded its CPU-time limit ({self.limits.cpu_seconds} s)",
-                "SIGXFSZ": "it exceeded its file-size limit",
-                "SIGSYS": "it made a forbidden system call",
-                "SIGKILL": "it was killed (out of memory?)",
-            }.get(sig, "it crashed")
-            return f"the sandbox process died of {sig} during {what}(): {cause}"
-        return f"the sandbox process exited with code {status.get('exitcode')} during {what}()"
-
-
 
 class _Reader(Sandbox):
     """One reader: a process the candidate forked from its post-write state, answering one read on its own
@@ -797,69 +584,3 @@ class _Reader(Sandbox):
 
     def _death_message(self, what: str) -> str:
         return f"the reader process died during {what}()"
-
-
-class _Store(Sandbox):
-    """The program's Chroma process (``sandbox.chroma_store``): forked, jailed and limited like the program's
-    own, it runs no program code. Each relayed call waits for it one at a time, within the caller's deadline;
-    whatever it does wrong (dying, hanging, sending what it should not) is the program's violation, since only
-    the program's calls reach it, and it serves nothing after that."""
-
-    def __init__(self, owner: Sandbox):
-        super().__init__("", limits=owner.limits, fork_server=shared_fork_server(chroma=True))
-        self._lock = threading.Lock()
-
-    def begin(self, deadline: float) -> None:
-        self._zygote, self.pid, self._sock = self._fork_server.spawn(
-            {**self.limits.model_dump(mode="json"), "fork_readers": False, "role": "store"})
-        self._receive_layers(deadline)
-        required = {layer: reason for layer, reason in self.missing_layers.items() if layer in self.limits.require}
-        if required:
-            raise SandboxUnavailable(required)
-
-    def relay(self, view: int, payload: str, deadline: float) -> str:
-        """The answer to one ``toolkit.chroma`` call made in ``view``, as the Chroma process wrote it."""
-        return self._ask({"op": "chroma", "view": view, "payload": payload}, deadline)
-
-    def drop(self, view: int) -> None:
-        """Forget what a finished reader changed; a Chroma process that fails at it serves nothing more."""
-        try:
-            self._ask({"op": "drop", "view": view}, time.monotonic() + self.limits.call_timeout_s)
-        except (_Fatal, TimeoutError):
-            pass
-
-    def _ask(self, message: dict[str, Any], deadline: float) -> str:
-        if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            raise TimeoutError
-        try:
-            if self._dead is not None:
-                raise _Fatal(self._dead.kind or "crashed", self._dead.message)
-            self._calls += 1
-            started = time.monotonic()
-            try:
-                self._send({**message, "call": self._calls}, deadline)
-                frame = self._recv(deadline)
-            except (TimeoutError, _Overtime):
-                self._fatal("timeout", "a Chroma call did not finish within its call's deadline", started, 0)
-                raise TimeoutError from None
-            except (wire.ChannelClosed, BrokenPipeError, ConnectionResetError):
-                self._kill()
-                raise self._failed(self._death_kind(), self._death_message("toolkit.chroma"), started) from None
-            except (ProtocolError, wire.FrameError, OSError) as exc:
-                raise self._failed("protocol", f"the program's Chroma process: {exc}", started) from None
-            if isinstance(frame, ViolationFrame):
-                raise self._failed("forbidden", f"in the program's Chroma process, {frame.event}: {frame.detail}",
-                                   started)
-            if not isinstance(frame, StoredFrame) or frame.call != self._calls:
-                raise self._failed("protocol", f"the program's Chroma process answered with a {frame.op!r} frame",
-                                   started)
-            return frame.payload
-        finally:
-            self._lock.release()
-
-    def _failed(self, kind: str, message: str, started: float) -> _Fatal:
-        outcome = self._fatal(kind, message, started, 0)
-        return _Fatal(outcome.kind or kind, outcome.message)
-
-    def _death_message(self, what: str) -> str:
-        return super()._death_message(what).replace("the sandbox process", "the program's Chroma process", 1)
