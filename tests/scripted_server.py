@@ -20,6 +20,12 @@ from mstar_ray.llm.endpoint import CALLER_HEADER
 RESET = 0
 
 
+class _Listening(http.server.ThreadingHTTPServer):
+    # The standard library's backlog is 5: a burst of a few dozen connections (an evaluation's requests in flight)
+    # overflowed it and clients saw resets, where a served model's server (uvicorn: 2048) queues them.
+    request_queue_size = 1024
+
+
 class ScriptedServer:
     """``reply_for(messages)``, if given, answers every chat request from its own messages (a deterministic
     model: the same request gets the same reply whatever order requests come in); ``latency_for(messages)``
@@ -54,7 +60,7 @@ class ScriptedServer:
         self.max_in_flight = 0
         self.started_at: list[float] = []
         self._lock = threading.Lock()
-        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd = _Listening(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 

@@ -38,6 +38,7 @@ from typing import Any
 
 from mstar_ray.llm.waiting import WaitClock, charged_to
 from mstar_ray.sandbox import wire
+from mstar_ray.sandbox_host import chroma_process
 from mstar_ray.sandbox_host.chroma_process import ChromaProcess
 from mstar_ray.sandbox_host.fork_server import ForkServer, proc_status, shared_fork_server
 from mstar_ray.sandbox_host.frames import (
@@ -466,18 +467,7 @@ class Sandbox(JailedProcess):
         first call. Raises ``SandboxStartError`` or ``SandboxUnavailable``: a start that fails is the host's."""
         with self._store_lock:
             if self._store is None:
-                store = ChromaProcess(self.limits)
-                try:
-                    store.begin(deadline)
-                except SandboxUnavailable:
-                    store.close()
-                    raise
-                except (SandboxStartError, TimeoutError, OSError, ProtocolError, wire.ChannelClosed) as exc:
-                    store.close()
-                    raise SandboxStartError(
-                        f"the program's Chroma process did not start: {type(exc).__name__}: {exc}; it ended with "
-                        f"{store.exit_status}") from None
-                self._store = store
+                self._store = chroma_process.started(self.limits, deadline)
             return self._store
 
     def _new_view(self) -> int:
