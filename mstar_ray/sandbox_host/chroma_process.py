@@ -12,7 +12,6 @@ from __future__ import annotations
 import atexit
 import logging
 import select
-import socket
 import threading
 import time
 from typing import Any
@@ -143,14 +142,15 @@ class _Ahead:
             process.begin(time.monotonic() + limits.call_timeout_s)
         except (SandboxStartError, SandboxUnavailable) as exc:
             log.debug("a Chroma process started ahead did not start: %s", exc)  # the next take starts its own
-        with self._lock:
-            self._starting.discard(key)
-            if process.idle():
-                self._ready[key] = process
-            surplus = list(self._ready)[:-self.KEEP]  # the oldest first
-            dropped = [self._ready.pop(old) for old in surplus]
-        for old in dropped:
-            old.close()
+        finally:
+            with self._lock:
+                self._starting.discard(key)
+                if process.idle():
+                    self._ready[key] = process
+                surplus = list(self._ready)[:-self.KEEP]  # the oldest first
+                dropped = [self._ready.pop(old) for old in surplus]
+            for old in dropped:
+                old.close()
 
     def close(self) -> None:
         with self._lock:
