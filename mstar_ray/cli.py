@@ -75,7 +75,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from mstar_ray.agent.evaluation import evaluate
     from mstar_ray.llm.cache import SqliteCache
     from mstar_ray.actors.wiring import RoleClients, probe_endpoints
-    from mstar_ray.sandbox_host.limits import SandboxLimits
+    from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
     from mstar_ray.families.task_registry import load_task
 
     source = _read_program(args.program)
@@ -145,8 +145,8 @@ class ProgressPrinter:
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
-    from mstar_ray.sandbox_host.limits import SandboxLimits
     from mstar_ray.sandbox_host.process import check_layers
+    from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 
     report = check_layers(SandboxLimits(require=[layer for layer in LAYERS if layer not in args.allow_missing]))
     print("layers: " + ", ".join(report["layers"]))

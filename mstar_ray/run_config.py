@@ -17,7 +17,7 @@ from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.reflect import registry as reflectors
 from mstar_ray.reflect.guidance import SEED_GUIDANCE
 from mstar_ray.reflect.registry import REFLECTOR_NAMES
-from mstar_ray.sandbox_host.limits import SandboxLimits
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 from mstar_ray.search.parents import ParentSelection
 from mstar_ray.serve.config import ServeConfig
 from mstar_ray.tasks.adapter import AdapterError, AdapterTask, resolve_file

@@ -30,8 +30,8 @@ from mstar_ray.embedding.cached import CachedEmbedder, candidate_embedder  # noq
 from mstar_ray.llm.cache import SqliteCache  # noqa: E402
 from mstar_ray.llm.candidate_cache import CandidateBudget  # noqa: E402
 from mstar_ray.llm.settings import EmbeddingConfig  # noqa: E402
-from mstar_ray.sandbox_host.limits import SandboxLimits  # noqa: E402
 from mstar_ray.sandbox_host.process import Sandbox  # noqa: E402
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits  # noqa: E402
 from tests.sandbox_support import FakeLLM, hostile_source  # noqa: E402
 
 QUESTION = "When did Caroline move to Lisbon after the support group meeting?"

@@ -29,7 +29,7 @@ from mstar_ray.actors.progress_board import ProgressReporter, start_progress_boa
 from mstar_ray.actors.run_services import start_run_services  # noqa: E402
 from mstar_ray.llm.settings import LLMSettings  # noqa: E402
 from mstar_ray.results import EvalProgress  # noqa: E402
-from mstar_ray.sandbox_host.limits import SandboxLimits  # noqa: E402
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits  # noqa: E402
 from mstar_ray.search.jobs import EvalJob  # noqa: E402
 from mstar_ray.families.task_registry import load_task  # noqa: E402
 

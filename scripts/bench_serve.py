@@ -34,7 +34,7 @@ from mstar_ray.llm.client import LLMClient  # noqa: E402
 from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig  # noqa: E402
 from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings  # noqa: E402
 from mstar_ray.program_id import program_id  # noqa: E402
-from mstar_ray.sandbox_host.limits import SandboxLimits  # noqa: E402
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits  # noqa: E402
 from mstar_ray.search.jobs import EvalJob  # noqa: E402
 from mstar_ray.serve.config import ServeConfig  # noqa: E402
 from mstar_ray.serve.deploy import Serving  # noqa: E402

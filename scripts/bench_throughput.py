@@ -63,7 +63,7 @@ from mstar_ray.families.step import Shown  # noqa: E402
 from mstar_ray.llm.endpoint import EndpointConfig  # noqa: E402
 from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings  # noqa: E402
 from mstar_ray.program_id import program_id  # noqa: E402
-from mstar_ray.sandbox_host.limits import SandboxLimits  # noqa: E402
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits  # noqa: E402
 from mstar_ray.sandbox.toolkit import Toolkit  # noqa: E402
 from mstar_ray.search.jobs import EvalJob  # noqa: E402
 from mstar_ray.tasks.model import Task  # noqa: E402

@@ -37,9 +37,9 @@ from mstar_ray.embedding.hashing import HashingEmbedder  # noqa: E402
 from mstar_ray.llm.cache import MemoryCache  # noqa: E402
 from mstar_ray.llm.candidate_cache import CandidateBudget  # noqa: E402
 from mstar_ray.sandbox_host.fork_server import ForkServer  # noqa: E402
-from mstar_ray.sandbox_host.limits import SandboxLimits  # noqa: E402
 from mstar_ray.sandbox_host.outcome import Outcome  # noqa: E402
 from mstar_ray.sandbox_host.process import Sandbox  # noqa: E402
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits  # noqa: E402
 from mstar_ray.terminal import printable  # noqa: E402
 from tests.sandbox_support import (  # noqa: E402
     SECRET, FakeEmbed, FakeLLM, Victim, hostile_source, process_state, snapshot,

@@ -22,7 +22,7 @@ from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.llm.cache import SqliteCache
 from mstar_ray.llm.endpoint import EndpointConfig
 from mstar_ray.llm.settings import LLMSettings
-from mstar_ray.sandbox_host.limits import SandboxLimits
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 from mstar_ray.families.task_registry import load_task
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from mstar_ray.sandbox_host.fork_server import ForkServer
 
-from mstar_ray.sandbox_host.limits import SandboxLimits
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 
 from mstar_ray.sandbox_host.outcome import Outcome
 

@@ -17,7 +17,7 @@ from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.reflect.prompt import reflection_messages
 from mstar_ray.reflect.request import ReflectionRequest, _weighted, sample_cases
 from mstar_ray.results import ItemResult
-from mstar_ray.sandbox_host.limits import SandboxLimits
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 from mstar_ray.tasks.model import EvidenceUnit, Item, RawText, Task
 
 ROOT = Path(__file__).resolve().parents[1]

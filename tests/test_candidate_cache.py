@@ -12,8 +12,8 @@ from mstar_ray.embedding.cached import CachedEmbedder, candidate_embedder
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.llm.cache import SqliteCache
 from mstar_ray.llm.candidate_cache import CandidateBudget
-from mstar_ray.sandbox_host.limits import SandboxLimits
 from mstar_ray.sandbox_host.process import Sandbox
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 from tests.sandbox_support import FakeLLM, hostile_source
 from tests.scripted_server import ScriptedServer
 from tests.test_llm_client import client_for

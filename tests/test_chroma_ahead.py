@@ -10,8 +10,8 @@ import time
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.sandbox_host import chroma_process
 from mstar_ray.sandbox_host.chroma_process import ChromaProcess
-from mstar_ray.sandbox_host.limits import SandboxLimits
 from mstar_ray.sandbox_host.process import Sandbox
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 from tests.test_snapshot_readers import HEAD
 
 LIMITS = SandboxLimits(call_timeout_s=20.0, max_tasks=32)

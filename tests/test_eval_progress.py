@@ -38,7 +38,7 @@ def test_a_busy_evaluator_reports_its_progress_through_the_board(tmp_path):
     from mstar_ray.actors.progress_board import start_progress_board
     from mstar_ray.actors.run_services import start_run_services
     from mstar_ray.llm.settings import LLMSettings
-    from mstar_ray.sandbox_host.limits import SandboxLimits
+    from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
     from mstar_ray.search.jobs import EvalJob
     from mstar_ray.families.task_registry import load_task
 

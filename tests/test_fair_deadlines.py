@@ -13,8 +13,8 @@ from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.endpoint import ChatEndpoint, EndpointConfig
 from mstar_ray.llm.governor import Governor
 from mstar_ray.llm.limits import EndpointLimit
-from mstar_ray.sandbox_host.limits import SandboxLimits
 from mstar_ray.sandbox_host.process import Sandbox
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 from mstar_ray.llm.waiting import WaitClock, charged_to, queued
 from tests.scripted_server import ScriptedServer
 

@@ -15,8 +15,8 @@ from mstar_ray.cli import main
 from mstar_ray.contract import check_source, inspect_program
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.reflect.smoke import smoke_test
-from mstar_ray.sandbox_host.limits import SandboxLimits
 from mstar_ray.sandbox_host.process import Sandbox
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 from mstar_ray.search.jobs import EvalJob
 from mstar_ray.families.task_registry import load_task
 from scripts.fault_resume import table  # (the run's logs, read with plain pyarrow)

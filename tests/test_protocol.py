@@ -12,7 +12,7 @@ from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.agent.offline import OfflineBackend
 from mstar_ray.contract import ContractError
 from mstar_ray.embedding.hashing import HashingEmbedder
-from mstar_ray.sandbox_host.limits import SandboxLimits
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 from mstar_ray.families.task_registry import load_task
 from tests.conftest import HOSTILE, SEEDS, seed_source
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from mstar_ray.sandbox_host.limits import SandboxLimits
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 
 from mstar_ray.sandbox_host.process import Sandbox
 from tests.sandbox_support import LIMITS, FakeEmbed, FakeLLM, Victim, Watch, hostile_source, read

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mstar_ray.sandbox_host.limits import SandboxLimits
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 from tests.sandbox_support import LIMITS, SECRET, WRITE, Victim, Watch, read
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from mstar_ray.sandbox_host.frames import MAX_CONTAINERS, ProtocolError, parse_frame
-from mstar_ray.sandbox_host.limits import SandboxLimits
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 from mstar_ray.sandbox import wire
 from tests.sandbox_support import FakeEmbed, FakeLLM, Victim, Watch, read
 

@@ -22,8 +22,8 @@ from mstar_ray.sandbox_host import jail
 from mstar_ray.sandbox_host.fork_server import namespaces_of, proc_status
 from mstar_ray.sandbox_host.fork_server import ForkServer
 from mstar_ray.sandbox_host.jail import SandboxUnavailable
-from mstar_ray.sandbox_host.limits import SandboxLimits
 from mstar_ray.sandbox_host.process import Sandbox
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 from mstar_ray.sandbox import seccomp
 from mstar_ray.sandbox.syscalls import NUMBERS
 from tests.conftest import ROOT
@@ -276,8 +276,8 @@ HOST = textwrap.dedent(
     """
     import sys
     from mstar_ray.sandbox_host.fork_server import shared_fork_server
-    from mstar_ray.sandbox_host.limits import SandboxLimits
     from mstar_ray.sandbox_host.process import Sandbox
+    from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
     source = open(sys.argv[1]).read()
     sandbox = Sandbox(source, limits=SandboxLimits(call_timeout_s=300))
     assert sandbox.start().ok

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from mstar_ray.sandbox_host.limits import SandboxLimits
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 from tests.sandbox_support import FakeEmbed, read
 from tests.test_sandbox_hostile import planted_secret, victim, watch  # noqa: F401 - the shared fixtures
 

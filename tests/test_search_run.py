@@ -162,7 +162,7 @@ def test_an_evaluator_killed_mid_evaluation_is_restarted_and_its_work_reissued(t
     from mstar_ray.actors.evaluator_actor import EvaluatorActor
     from mstar_ray.actors.run_services import start_run_services
     from mstar_ray.llm.settings import LLMSettings
-    from mstar_ray.sandbox_host.limits import SandboxLimits
+    from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
     from mstar_ray.search.jobs import EvalJob
     from mstar_ray.families.task_registry import load_task
 

@@ -21,8 +21,8 @@ from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.program_id import program_id
 from mstar_ray.reflect.offline import propose
 from mstar_ray.run_config import RunConfig, SeedsBreakContract, load_run_config, resolve_seeds
-from mstar_ray.sandbox_host.limits import SandboxLimits
 from mstar_ray.sandbox_host.process import Sandbox
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 from mstar_ray.families.task_registry import load_task
 from tests.conftest import HOSTILE, SEEDS
 

@@ -17,8 +17,8 @@ from mstar_ray.agent.offline import OfflineBackend
 from mstar_ray.embedding.hashing import HashingEmbedder
 from mstar_ray.results import EvalConcurrency
 from mstar_ray.sandbox_host.fork_server import ForkServer, shared_fork_server
-from mstar_ray.sandbox_host.limits import SandboxLimits
 from mstar_ray.sandbox_host.process import Sandbox
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 from mstar_ray.tasks.model import Item, RawText, Task
 from tests.conftest import seed_source
 

@@ -17,9 +17,9 @@ from mstar_ray.agent.evaluation import evaluate
 from mstar_ray.results import EvalConcurrency
 from mstar_ray.llm.settings import LLMSettings
 from mstar_ray.run_config import RunConfig
-from mstar_ray.sandbox_host.limits import SandboxLimits
-from mstar_ray.sandbox_host.process import check_layers
 from mstar_ray.sandbox_host.fork_server import warm_fork_servers
+from mstar_ray.sandbox_host.process import check_layers
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 from mstar_ray.search.jobs import EvalJob, EvalOutcome, static_score
 from mstar_ray.tasks.adapter import register
 from mstar_ray.tasks.model import Task

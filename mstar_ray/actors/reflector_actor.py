@@ -13,9 +13,9 @@ from mstar_ray.reflect.reflector import ReflectionOutcome, answer
 from mstar_ray.reflect.registry import ReflectorSetup, make_reflector
 from mstar_ray.reflect.request import ReflectionRequest
 from mstar_ray.reflect.smoke import smoke_test
-from mstar_ray.sandbox_host.limits import SandboxLimits
-from mstar_ray.sandbox_host.process import check_layers
 from mstar_ray.sandbox_host.fork_server import warm_fork_servers
+from mstar_ray.sandbox_host.process import check_layers
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 
 
 @ray.remote

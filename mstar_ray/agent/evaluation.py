@@ -43,9 +43,9 @@ from mstar_ray.results import (
     stage_counts,
     summarise,
 )
-from mstar_ray.sandbox_host.limits import SandboxLimits
 from mstar_ray.sandbox_host.outcome import Outcome
 from mstar_ray.sandbox_host.process import Sandbox
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 from mstar_ray.tasks.model import Item, Task
 from mstar_ray.tasks.model import RawText
 

@@ -10,9 +10,9 @@ from mstar_ray.embedding.cached import candidate_embedder
 from mstar_ray.embedding.embedder import Embedder
 from mstar_ray.llm.candidate_cache import CandidateBudget
 from mstar_ray.llm.structured import fallback
-from mstar_ray.sandbox_host.limits import SandboxLimits
-from mstar_ray.sandbox_host.process import Sandbox
 from mstar_ray.sandbox_host.outcome import Outcome
+from mstar_ray.sandbox_host.process import Sandbox
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 
 SAMPLE_TEXT = "[8 May 2023, 10:15] Caroline: I adopted a puppy called Biscuit today, she is three months old."
 SAMPLE_QUESTION = "What is the name of Caroline's puppy?"

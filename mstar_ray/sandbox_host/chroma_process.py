@@ -21,7 +21,7 @@ from mstar_ray.sandbox_host.fork_server import shared_fork_server
 from mstar_ray.sandbox_host.frames import ProtocolError, StoredFrame, ViolationFrame
 from mstar_ray.sandbox_host.jail import SandboxStartError, SandboxUnavailable
 from mstar_ray.sandbox_host.jailed_process import Fatal, JailedProcess, Overtime
-from mstar_ray.sandbox_host.limits import SandboxLimits
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 
 log = logging.getLogger(__name__)
 

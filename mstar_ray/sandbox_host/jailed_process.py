@@ -16,8 +16,8 @@ from mstar_ray.sandbox import wire
 from mstar_ray.sandbox_host.fork_server import ForkServer, ZygoteHandle, namespaces_of, proc_status, receive_with_pid
 from mstar_ray.sandbox_host.frames import AnyFrame, LayersFrame, ProtocolError, parse_frame
 from mstar_ray.sandbox_host.jail import SandboxStartError
-from mstar_ray.sandbox_host.limits import SandboxLimits
 from mstar_ray.sandbox_host.outcome import Outcome
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 
 
 class Overtime(Exception):

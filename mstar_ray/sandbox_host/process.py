@@ -46,8 +46,8 @@ from mstar_ray.sandbox_host.frames import (
 )
 from mstar_ray.sandbox_host.jail import SandboxStartError, SandboxUnavailable
 from mstar_ray.sandbox_host.jailed_process import Fatal, JailedProcess, Overtime
-from mstar_ray.sandbox_host.limits import SandboxLimits
 from mstar_ray.sandbox_host.outcome import Outcome
+from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 
 LLMHandler = Callable[[list[dict[str, str]]], str]
 EmbedHandler = Callable[[list[str]], list[list[float]]]
