@@ -75,6 +75,16 @@ def fake_cluster_config(cluster: dict, *, gcs_address: str, cpus_per_node: int =
     }
 
 
+def _listening(ip: str, port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection((ip, port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
 def _free_port() -> int:
     import socket
 
@@ -98,6 +108,18 @@ class FakeAutoscalingCluster:
         self.log = Path(self.temp_dir) / "head.log"
 
     def __enter__(self) -> FakeAutoscalingCluster:
+        # Twice at most: a port found free can be taken before the head binds it, and a head that printed that it
+        # started may still not be listening (seen once in CI: "connection refused" at its address).
+        for _ in range(2):
+            failure = self._start_head()
+            if failure is None:
+                return self
+            self._stop_head()
+        self.__exit__()
+        raise RuntimeError(f"the fake cluster's head did not start twice:\n{failure}")
+
+    def _start_head(self) -> str | None:
+        """Start the head; None once it runs and its GCS accepts connections, else what its log ends with."""
         from ray._private.services import get_node_ip_address
 
         ip = get_node_ip_address()
@@ -124,13 +146,11 @@ class FakeAutoscalingCluster:
         with self.log.open("w") as sink:
             self.head = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + 180
-        while "Ray runtime started" not in self.log.read_text(errors="replace"):
+        while "Ray runtime started" not in self.log.read_text(errors="replace") or not _listening(ip, port):
             if self.head.poll() is not None or time.monotonic() > deadline:
-                text = self.log.read_text(errors="replace")[-3000:]
-                self.__exit__()
-                raise RuntimeError(f"the fake cluster's head did not start:\n{text}")
+                return self.log.read_text(errors="replace")[-3000:]
             time.sleep(0.5)
-        return self
+        return None
 
     def monitor_log(self) -> str:
         """The autoscaler's own log (what it decided, and why)."""
@@ -138,6 +158,10 @@ class FakeAutoscalingCluster:
         return found[-1].read_text(errors="replace") if found else ""
 
     def __exit__(self, *_exc) -> None:
+        self._stop_head()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def _stop_head(self) -> None:
         if self.head is not None:
             for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
                 try:
@@ -152,7 +176,6 @@ class FakeAutoscalingCluster:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
 def processes_under(marker: str) -> list[int]:
