@@ -40,20 +40,8 @@ class ChromaProcess(JailedProcess):
         self.begun_at: float | None = None  # time.monotonic() when it was ready
 
     def begin(self, deadline: float) -> None:
-        """Fork it and take its layers. Raises ``SandboxUnavailable``, or ``SandboxStartError`` (the host's
-        failure, never the program's) naming how it ended."""
-        try:
-            self._zygote, self.pid, self._sock = self._fork_server.spawn(
-                {**self.limits.model_dump(mode="json"), "fork_readers": False, "role": "store"})
-            self._receive_layers(deadline)
-        except (SandboxStartError, TimeoutError, OSError, ProtocolError, wire.ChannelClosed) as exc:
-            self.close()
-            raise SandboxStartError(f"the program's Chroma process did not start: {type(exc).__name__}: {exc}; it "
-                                    f"ended with {self.exit_status}") from None
-        required = {layer: reason for layer, reason in self.missing_layers.items() if layer in self.limits.require}
-        if required:
-            self.close()
-            raise SandboxUnavailable(required)
+        """Fork it and take its layers; raises as ``JailedProcess._spawn`` does."""
+        self._spawn({"fork_readers": False, "role": "store"}, deadline, "the program's Chroma process did not start")
         self.begun_at = time.monotonic()
 
     def idle(self) -> bool:

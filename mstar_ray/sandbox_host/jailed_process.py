@@ -15,7 +15,7 @@ from typing import Any
 from mstar_ray.sandbox import wire
 from mstar_ray.sandbox_host.fork_server import ForkServer, ZygoteHandle, namespaces_of, proc_status, receive_with_pid
 from mstar_ray.sandbox_host.frames import AnyFrame, LayersFrame, ProtocolError, parse_frame
-from mstar_ray.sandbox_host.jail import SandboxStartError
+from mstar_ray.sandbox_host.jail import SandboxStartError, SandboxUnavailable
 from mstar_ray.sandbox_host.outcome import Outcome
 from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
 
@@ -52,6 +52,23 @@ class JailedProcess:
     def close(self) -> None:
         if self._sock is not None:
             self._kill()  # it sits frozen or idle between calls: nothing to say goodbye to
+
+    def _spawn(self, role: dict[str, Any], deadline: float, failed: str) -> None:
+        """Fork it under its limits (and ``role``'s settings) and take its layers. Raises ``SandboxStartError``
+        (``failed``, why, and how it ended: the host's failure, never the program's) or ``SandboxUnavailable``
+        (a layer ``limits.require`` names is missing here)."""
+        try:
+            self._zygote, self.pid, self._sock = self._fork_server.spawn(
+                {**self.limits.model_dump(mode="json"), **role})
+            self._receive_layers(deadline)
+        except (SandboxStartError, TimeoutError, OSError, ProtocolError, wire.ChannelClosed) as exc:
+            self._kill()
+            raise SandboxStartError(
+                f"{failed}: {type(exc).__name__}: {exc}; it ended with {self.exit_status}") from None
+        required = {layer: reason for layer, reason in self.missing_layers.items() if layer in self.limits.require}
+        if required:
+            self._kill()
+            raise SandboxUnavailable(required)
 
     def _receive_layers(self, deadline: float) -> None:
         """The first frame, sent by the sandbox's own code before the program: its layers, and (from the

@@ -193,18 +193,8 @@ class Sandbox(JailedProcess):
 
     def start(self) -> Outcome:
         started = time.monotonic()
-        self._zygote, self.pid, self._sock = self._fork_server.spawn(
-            {**self.limits.model_dump(mode="json"), "fork_readers": self.fork_readers})
-        try:
-            self._receive_layers(started + self.limits.call_timeout_s)
-        except (TimeoutError, OSError, ProtocolError, wire.ChannelClosed) as exc:
-            self._kill()
-            raise SandboxStartError(f"the sandbox process did not set itself up: {type(exc).__name__}: {exc}; "
-                                    f"it ended with {self.exit_status}") from None
-        required = {layer: reason for layer, reason in self.missing_layers.items() if layer in self.limits.require}
-        if required:
-            self._kill()
-            raise SandboxUnavailable(required)
+        self._spawn({"fork_readers": self.fork_readers}, started + self.limits.call_timeout_s,
+                    "the sandbox process did not set itself up")
         if "chroma" in self.source.lower():  # its Chroma process starts now, not in its first call's time
             try:
                 self._chroma_store(time.monotonic() + self.limits.call_timeout_s)
