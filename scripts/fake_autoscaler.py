@@ -75,14 +75,16 @@ def fake_cluster_config(cluster: dict, *, gcs_address: str, cpus_per_node: int =
     }
 
 
-def _listening(ip: str, port: int) -> bool:
-    import socket
+def _listening(address: str) -> bool:
+    """Whether ``address`` answers as the run's own check (``mstar-ray run --address``) asks it to."""
+    from mstar_ray.driver.cluster import check_listening
+    from mstar_ray.exit_codes import InfrastructureError
 
     try:
-        with socket.create_connection((ip, port), timeout=2):
-            return True
-    except OSError:
+        check_listening(address)
+    except InfrastructureError:
         return False
+    return True
 
 
 def _free_port() -> int:
@@ -146,7 +148,7 @@ class FakeAutoscalingCluster:
         with self.log.open("w") as sink:
             self.head = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + 180
-        while "Ray runtime started" not in self.log.read_text(errors="replace") or not _listening(ip, port):
+        while "Ray runtime started" not in self.log.read_text(errors="replace") or not _listening(self.address):
             if self.head.poll() is not None or time.monotonic() > deadline:
                 return self.log.read_text(errors="replace")[-3000:]
             time.sleep(0.5)
