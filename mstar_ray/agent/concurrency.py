@@ -5,7 +5,9 @@ knowledge base is one stateful process, so every call into it keeps the order th
 Two pieces do that here:
 
 - an executor for the evaluation's model steps (``executor``): a bounded thread pool, or, with one slot,
-  an inline one that runs each step where it is submitted, so the serial protocol is exactly the old loop;
+  an inline one that runs each step where it is submitted, so the serial protocol is exactly the old loop.
+  Its threads take a step needed now before any step started ahead of need (``Ahead``: the items' queries,
+  built while the writes run), so those only use the slots the others leave free;
 - ``Turns``: item *i* may call into the sandbox only after items 0..i-1 have (a ticket lock in item
   order), so the program sees the reads in the same order as the serial protocol, whatever order the
   model's replies come back in. ``stop`` ends every wait (a violation: nothing more reaches the sandbox).
@@ -17,14 +19,17 @@ by each endpoint's ``max_concurrency`` at the gateway.
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
+import math
+import queue
 import threading
 from collections.abc import Callable
 from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from mstar_ray.results import SERIAL, EvalConcurrency
 
-__all__ = ["SERIAL", "EvalConcurrency", "TurnsStopped", "Turns", "as_done", "executor", "in_order"]
+__all__ = ["NOTHING_AHEAD", "SERIAL", "Ahead", "EvalConcurrency", "TurnsStopped", "Turns", "as_done", "executor", "in_order"]
 T = TypeVar("T")
 Input = TypeVar("Input")
 
@@ -83,15 +88,88 @@ class _Inline(concurrent.futures.Executor):
         pass
 
 
-class _Pool(concurrent.futures.ThreadPoolExecutor):
+class _Pool(concurrent.futures.Executor):
+    """``slots`` threads that take the waiting step of the lowest ``priority`` first (in submission order within
+    one): steps started ahead of need (``Ahead``) only ever take a slot the steps needed now leave free."""
+
+    def __init__(self, slots: int, name: str):
+        self._queue: queue.PriorityQueue[tuple[float, int, Any]] = queue.PriorityQueue()
+        self._order = itertools.count()
+        self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(slots)]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
+        return self.put(0, fn, args, kwargs)
+
+    def put(self, priority: float, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]
+              ) -> concurrent.futures.Future[T]:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._queue.put((priority, next(self._order), (future, fn, args, kwargs)))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            _, _, job = self._queue.get()
+            if job is None:
+                return
+            future, fn, args, kwargs = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever reads the future
+                future.set_exception(exc)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if cancel_futures:
+            while True:
+                try:
+                    _, _, job = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if job is not None:
+                    job[0].cancel()
+        for _ in self._threads:
+            self._queue.put((math.inf, next(self._order), None))
+        if wait:
+            for thread in self._threads:
+                thread.join()
+
     def __exit__(self, *exc: object) -> None:
         # Steps not started never start (an evaluation that stops sends nothing more); those in flight end.
         self.shutdown(wait=True, cancel_futures=True)
+        return None
 
 
 def executor(slots: int, name: str) -> concurrent.futures.Executor:
     """Where an evaluation's steps run: inline with one slot, else a pool of ``slots`` threads."""
-    return _Inline() if slots <= 1 else _Pool(max_workers=slots, thread_name_prefix=name)
+    return _Inline() if slots <= 1 else _Pool(slots, name)
+
+
+class Ahead(Generic[Input, T]):
+    """Steps started before they are needed, in the slots of ``pool`` that the steps needed now leave free: each
+    waits behind every step submitted at the usual priority. ``claim(key)`` hands over one started for ``key``
+    (its future), or, if it has not started yet, cancels it and gives None: the caller then runs the step
+    itself, in the slot it already holds, so the steps in flight never exceed the pool's slots."""
+
+    def __init__(self, pool: concurrent.futures.Executor, step: Callable[[Input], T], keys: list[Input]):
+        self._futures: dict[Input, list[concurrent.futures.Future[T]]] = {}
+        self._lock = threading.Lock()
+        if isinstance(pool, _Pool):  # inline (one slot): nothing runs ahead
+            for key in keys:
+                self._futures.setdefault(key, []).append(pool.put(1, step, (key,), {}))
+
+    def claim(self, key: Input) -> concurrent.futures.Future[T] | None:
+        with self._lock:
+            waiting = self._futures.get(key)
+            future = waiting.pop(0) if waiting else None
+        if future is None or future.cancel():
+            return None
+        return future
+
+
+NOTHING_AHEAD: Ahead[Any, Any] = Ahead(_Inline(), lambda key: key, [])
 
 
 def in_order(pool: concurrent.futures.Executor, step: Callable[[Input], T], inputs: list[Input],

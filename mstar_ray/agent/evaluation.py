@@ -17,6 +17,7 @@ reflector can fix it.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import time
 from collections.abc import Collection
 from collections.abc import Callable
@@ -24,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from mstar_ray.agent.attribution import attribute as attribute_failures
 from mstar_ray.agent.backend import AgentBackend
-from mstar_ray.agent.concurrency import EvalConcurrency, SERIAL, TurnsStopped, Turns, as_done, executor, in_order
+from mstar_ray.agent.concurrency import (
+    NOTHING_AHEAD, Ahead, EvalConcurrency, SERIAL, TurnsStopped, Turns, as_done, executor, in_order,
+)
 from mstar_ray.contract import ProgramInfo, inspect_program
 from mstar_ray.embedding.cached import CachedEmbedder, candidate_embedder
 from mstar_ray.embedding.embedder import Embedder
@@ -70,7 +73,9 @@ class _SandboxMemory:
     """``recall`` for the families: the backend builds the program's Query from a text, the sandbox reads.
     An oracle read is counted, and its requests named, apart (``oracle_query``, ``oracle_toolkit``).
 
-    Many items may build their queries at once. Once the sandbox serves reads from its post-write snapshot
+    A query depends on the text and the program's declarations, never on what memory holds: the items'
+    queries are built while the writes run (``build_ahead``), in the slots the extractions leave free, and a
+    recall takes its text's query from there. Once the sandbox serves reads from its post-write snapshot
     (``Sandbox.snapshot``), each read runs in a reader of its own, as many at once as it allows; otherwise
     reads reach the program's process one at a time, in item order (``for_item``: item *i*'s read waits for
     turn *i*), so the program sees what the serial protocol shows it."""
@@ -82,6 +87,15 @@ class _SandboxMemory:
         self.program, self.fields = program, program.schema.query
         self.turns, self.turn, self.root = turns, turn, root or self
         self.toolkit_step = "toolkit"  # what the program's own LLM calls are named in the accounts, right now
+        self.ahead: Ahead[str, dict[str, Any]] = NOTHING_AHEAD
+
+    def build_ahead(self, pool: concurrent.futures.Executor, texts: list[str]) -> None:
+        """Start building the queries of ``texts`` in ``pool``'s free slots (none with one slot: the serial
+        protocol builds each at its read)."""
+        self.ahead = Ahead(pool, self._query, texts)
+
+    def _query(self, text: str, oracle: bool = False) -> dict[str, Any]:
+        return self.backend.build_query(self.instruction, self.fields, text, step="oracle_query" if oracle else "query")
 
     def for_item(self, turns: Turns, turn: int, calls: collections.Counter[str]) -> _SandboxMemory:
         """A view for one concurrent item: its own counts, its read at ``turn`` of ``turns``."""
@@ -91,9 +105,10 @@ class _SandboxMemory:
         return self.backend.toolkit_completion(messages, step=self.toolkit_step, budget=budget)
 
     def recall(self, text: str, *, oracle: bool = False) -> Recall:
-        query = self.backend.build_query(self.instruction, self.fields, text, step="oracle_query" if oracle else "query")
-        self.calls["oracle_read" if oracle else "query"] += 1
         root = self.root
+        built = None if oracle else root.ahead.claim(text)
+        query = built.result() if built is not None else self._query(text, oracle)
+        self.calls["oracle_read" if oracle else "query"] += 1
         waits_its_turn = None if self.sandbox.reads_forked else self.turns
         if waits_its_turn is not None:
             waits_its_turn.wait(self.turn)
@@ -139,9 +154,10 @@ class _Evaluation:
         self.written = 0
         self.attribution_stopped: str | None = None
 
-    def write_phase(self, sandbox: Sandbox) -> None:
-        """Extractions run ahead (up to ``in_flight`` of them); each write reaches the sandbox, in task order,
-        as soon as its own extraction is back and the write before it is done."""
+    def write_phase(self, sandbox: Sandbox, pool: concurrent.futures.Executor) -> None:
+        """Extractions run ahead (every one is queued, ``in_flight`` run at once, and those not started when the
+        evaluation stops never start); each write reaches the sandbox, in task order, as soon as its own
+        extraction is back and the write before it is done."""
         constants, schema = self.info.constants, self.info.schema
         texts = self.task.texts
         started = time.monotonic()
@@ -149,23 +165,22 @@ class _Evaluation:
         def extract(text: RawText) -> dict[str, Any]:
             return self.backend.extract_item(constants["INSTRUCTION_KNOWLEDGE_ITEM"], schema.knowledge_item, text.text)
 
-        with executor(self.concurrency.in_flight, "extract") as pool:
-            for text, item in zip(texts, in_order(pool, extract, texts, self.concurrency.in_flight)):
-                self.calls["extract"] += 1
-                outcome = sandbox.write(item, text.text)
-                self.calls["toolkit_llm"] += outcome.llm_calls
-                if outcome.violation:
-                    self.violation = _violation("write", outcome)
-                    return
-                if outcome.ok:
-                    self.written += 1
-                    if self.write_example is None:
-                        self.write_example = {"raw_text": text.text[:WRITE_EXAMPLE_CHARS], "item": item}
-                else:
-                    self.write_errors.append(f"{text.id}: {outcome.describe()}")
-                self.state.texts_done += 1
-                self.state.write_s = time.monotonic() - started
-                self.progress(self.state)
+        for text, item in zip(texts, in_order(pool, extract, texts, len(texts) if self.concurrency.in_flight > 1 else 1)):
+            self.calls["extract"] += 1
+            outcome = sandbox.write(item, text.text)
+            self.calls["toolkit_llm"] += outcome.llm_calls
+            if outcome.violation:
+                self.violation = _violation("write", outcome)
+                return
+            if outcome.ok:
+                self.written += 1
+                if self.write_example is None:
+                    self.write_example = {"raw_text": text.text[:WRITE_EXAMPLE_CHARS], "item": item}
+            else:
+                self.write_errors.append(f"{text.id}: {outcome.describe()}")
+            self.state.texts_done += 1
+            self.state.write_s = time.monotonic() - started
+            self.progress(self.state)
 
     def _item_run(self, item: Item, memory: _SandboxMemory) -> ItemRun:
         return ItemRun(agent=self.backend, memory=memory, response_instruction=self.info.constants["INSTRUCTION_RESPONSE"],
@@ -177,10 +192,13 @@ class _Evaluation:
         self.state.read_s = time.monotonic() - started
         self.progress(self.state)
 
-    def item_phase(self, sandbox: Sandbox, memory: _SandboxMemory) -> None:
-        # The feedback slice first, one item after another (what each teaches serves the next), then the rest.
+    def item_order(self) -> tuple[list[int], list[int]]:
+        """The feedback slice first, one item after another (what each teaches serves the next), then the rest."""
         taught = [i for i, item in enumerate(self.items) if item.id in self.feedback]
-        rest = [i for i, item in enumerate(self.items) if item.id not in self.feedback]
+        return taught, [i for i, item in enumerate(self.items) if item.id not in self.feedback]
+
+    def item_phase(self, sandbox: Sandbox, memory: _SandboxMemory, pool: concurrent.futures.Executor) -> None:
+        taught, rest = self.item_order()
         started = time.monotonic()
         for index in taught:
             item = self.items[index]
@@ -200,9 +218,10 @@ class _Evaluation:
                 if not outcome.ok:
                     result.error = f"feedback: {outcome.describe()}"
             self._item_done(started)
-        self._concurrent_items(rest, sandbox, memory, started)
+        self._concurrent_items(rest, sandbox, memory, started, pool)
 
-    def _concurrent_items(self, order: list[int], sandbox: Sandbox, memory: _SandboxMemory, started: float) -> None:
+    def _concurrent_items(self, order: list[int], sandbox: Sandbox, memory: _SandboxMemory, started: float,
+                          pool: concurrent.futures.Executor) -> None:
         """Items independent given the memory run at once: their model steps overlap, their reads reach the
         sandbox in item order (``Turns``). A violation stops every read after it and every item not started;
         what the serial protocol would not have run (the items after it) is left as it would have left it."""
@@ -230,19 +249,18 @@ class _Evaluation:
         finished: dict[int, ItemResult] = {}
         failure: BaseException | None = None
         violated: tuple[int, MemoryViolation] | None = None
-        with executor(slots, "items") as pool:
-            for (turn, index), future in as_done(pool, run_item, list(enumerate(order)), slots, lambda: not turns.stopped):
-                try:
-                    finished[turn] = future.result()
-                except TurnsStopped:
-                    continue  # after a violation: where the serial protocol would not have gone
-                except MemoryViolation as exc:
-                    violated = violated or (turn, exc)
-                    continue
-                except BaseException as exc:  # noqa: BLE001 - raised below, once the items in flight are back
-                    failure = failure or exc
-                    continue
-                self._item_done(started)
+        for (turn, index), future in as_done(pool, run_item, list(enumerate(order)), slots, lambda: not turns.stopped):
+            try:
+                finished[turn] = future.result()
+            except TurnsStopped:
+                continue  # after a violation: where the serial protocol would not have gone
+            except MemoryViolation as exc:
+                violated = violated or (turn, exc)
+                continue
+            except BaseException as exc:  # noqa: BLE001 - raised below, once the items in flight are back
+                failure = failure or exc
+                continue
+            self._item_done(started)
         if failure is not None:
             raise failure
         # What the serial protocol would have: every item before the violation, the violating one's query.
@@ -323,14 +341,17 @@ def evaluate(
         return memory.toolkit(messages, budget)
 
     with Sandbox(source, limits=limits, llm=toolkit, embed=embed,
-                 readers=run.concurrency.readers) as sandbox:
+                 readers=run.concurrency.readers) as sandbox, executor(run.concurrency.in_flight, "steps") as pool:
         memory = _SandboxMemory(sandbox, backend, info.constants["INSTRUCTION_QUERY"], info, run.calls)
         outcome = sandbox.start()
         if not outcome.ok:
             run.violation = _violation("load", outcome)
+        else:
+            memory.build_ahead(pool, [run.items[i].question for order in run.item_order() for i in order])
         run.progress(run.state)
         phase: Callable[[], None]
-        for name, phase in (("write", lambda: run.write_phase(sandbox)), ("read", lambda: run.item_phase(sandbox, memory)),
+        for name, phase in (("write", lambda: run.write_phase(sandbox, pool)),
+                            ("read", lambda: run.item_phase(sandbox, memory, pool)),
                             *([("attribution", lambda: run.attribution_phase(memory))] if attribute else [])):
             if run.violation is None:
                 try:
