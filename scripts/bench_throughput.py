@@ -72,7 +72,7 @@ from mstar_ray.families.qa.scoring import token_f1  # noqa: E402
 from tests.scripted_server import ScriptedServer  # noqa: E402
 
 PARTS = ("one", "pooled", "bound", "offline")
-REFERENCE_POOL = 64  # the reference's batch pool
+REFERENCE_POOL = 64  # the reference's batch pool (its largest round here is 40 requests: more threads change nothing)
 SEEDS = ("vector_search", "vector_search", "vector_search", "llm_summarizer")  # the mix, cycled
 # The seeds whose read() calls the model (one evaluation each against the reference's shape): their reads are
 # what forked readers serve at once (memory_lace reads its Chroma collections from its readers too).
@@ -215,12 +215,14 @@ def reference_shape(source: str, task: Task, roles: RoleClients, pool: concurren
     return sum(token_f1(a, q.answer) for a, q in zip(answers, task.items)) / len(task.items)
 
 
-def one_evaluation(url: str, task: Task, seeds: tuple[str, ...], ours: EvalConcurrency,
-                   serial: tuple[str, ...]) -> dict[str, dict[str, float]]:
-    """Each seed's first candidate: the wall of one evaluation, ours, the reference shape, and serial for ``serial``."""
+def one_evaluation(server: ScriptedServer, task: Task, seeds: tuple[str, ...], ours: EvalConcurrency,
+                   serial: tuple[str, ...], reference_pool: int) -> dict[str, dict[str, float]]:
+    """Each seed's first candidate: the wall of one evaluation, ours, the reference shape, and serial for ``serial``;
+    and the requests in flight at the server at peak, ours and the reference's (``ours peak``, ``reference peak``)."""
+    url = server.base_url
     sources = candidates(len(seeds), seeds)
     walls: dict[str, dict[str, float]] = {}
-    pool = concurrent.futures.ThreadPoolExecutor(REFERENCE_POOL)
+    pool = concurrent.futures.ThreadPoolExecutor(reference_pool)
     small = Task(name="warm", texts=task.texts[:2], items=task.items[:2])
     _ours(url, sources[0].replace("(variant", "(warm-up variant"), small, SERIAL)  # the fork server, the imports
     for seed in dict.fromkeys(seeds):
@@ -231,9 +233,11 @@ def one_evaluation(url: str, task: Task, seeds: tuple[str, ...], ours: EvalConcu
             ("reference", lambda s: reference_shape(s, task, RoleClients(settings_for(url, None)), pool)),
             *([("serial", lambda s: _ours(url, s, task, SERIAL))] if serial and seed in serial else []),
         ):
+            server.max_in_flight = 0
             started = time.monotonic()
             run(source.replace("(variant", f"({label} variant"))
             row[label] = time.monotonic() - started
+            row[f"{label} peak"] = server.max_in_flight
     pool.shutdown()
     return walls
 
@@ -327,7 +331,9 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=40)
     parser.add_argument("--questions", type=int, default=30)
     parser.add_argument("--evaluators", type=int, nargs="+", default=[1, 4, 16])
-    parser.add_argument("--in-flight", type=int, default=48, help="evaluation.in_flight of ours")
+    parser.add_argument("--in-flight", type=int, default=REFERENCE_POOL, help="evaluation.in_flight of ours (default: "
+                        "the reference's pool)")
+    parser.add_argument("--reference-pool", type=int, default=REFERENCE_POOL, help="threads of the reference's pool")
     parser.add_argument("--readers", type=int, default=EvalConcurrency().readers, help="evaluation.readers of ours")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
                         help="what to measure (default all): one evaluation per seed, E evaluators at once, the limit "
@@ -346,7 +352,7 @@ def main() -> None:
     task = workload(args.texts, args.questions)
     print(f"workload: {len(task.texts)} texts, {len(task.items)} questions; candidates cycle {', '.join(SEEDS)} "
           f"(llm_summarizer: one toolkit LLM call per read); ours: evaluation.in_flight {args.in_flight}, "
-          f"readers {args.readers}")
+          f"readers {args.readers}; the reference's pool: {args.reference_pool} threads")
     ours = EvalConcurrency(in_flight=args.in_flight, readers=args.readers)
     try:
         for latency in latencies:
@@ -354,14 +360,15 @@ def main() -> None:
                 print(f"\n== scripted model latency {latency:g} s")
                 serial = () if args.no_serial else tuple(dict.fromkeys(SEEDS)) if args.full else ("vector_search",)
                 seeds = tuple(dict.fromkeys(SEEDS + (READ_MODEL_SEEDS if latency else ())))
-                walls = one_evaluation(server.base_url, task, seeds, ours, serial) if "one" in args.parts else {}
+                walls = one_evaluation(server, task, seeds, ours, serial, args.reference_pool) if "one" in args.parts else {}
                 print(f"{'one evaluation, wall s':<26}{'ours':>8}{'reference':>11}{'serial':>8}{'ours/ref':>10}"
-                      f"{'serial/ours':>12}")
+                      f"{'serial/ours':>12}{'peak in flight, ours/ref':>26}")
                 for seed, row in walls.items():
                     serial = row.get("serial")
                     print(f"{seed:<26}{row['ours']:8.1f}{row['reference']:11.1f}"
                           f"{serial if serial else float('nan'):8.1f}{row['ours'] / row['reference']:9.2f}x"
-                          f"{(serial / row['ours']) if serial else float('nan'):11.1f}x")
+                          f"{(serial / row['ours']) if serial else float('nan'):11.1f}x"
+                          f"{row['ours peak']:>21.0f}/{row['reference peak']:.0f}")
                 if "pooled" not in args.parts and "bound" not in args.parts:
                     continue
                 reference = reference_rate(server.base_url, task, candidates(len(SEEDS)))
