@@ -74,7 +74,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     # Imported here so that `mstar-ray check` stays instant.
     from mstar_ray.agent.evaluation import evaluate
     from mstar_ray.llm.cache import SqliteCache
-    from mstar_ray.actors.wiring import RoleClients, probe_endpoints
+    from mstar_ray.actors.wiring import RoleClients, fitted_evaluation, probe_endpoints
+    from mstar_ray.results import EvalConcurrency
     from mstar_ray.sandbox_host.sandbox_limits import SandboxLimits
     from mstar_ray.families.task_registry import load_task
 
@@ -102,8 +103,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         task = task.model_copy(update={"texts": chosen})
     limits = SandboxLimits(call_timeout_s=args.call_timeout,
                            require=[layer for layer in LAYERS if layer not in args.allow_missing])
+    # the offline agent (no task endpoint) keeps evaluate's own default, the serial protocol
+    concurrency = fitted_evaluation(EvalConcurrency(), settings) if settings.task is not None else None
     report = evaluate(source, task, roles.backend(), embedder, limits=limits, judge=roles.client("judge"),
-                      attribute=args.attribute,
+                      attribute=args.attribute, concurrency=concurrency,
                       progress=ProgressPrinter(sys.stderr))
     if args.json:
         import json

@@ -151,15 +151,20 @@ def stage_totals(results: list[ItemResult]) -> dict[str, int]:
     return dict(sorted(collections.Counter(r.stage for r in results if r.stage is not None).items()))
 
 
+MAX_IN_FLIGHT = 256
+UNLIMITED_IN_FLIGHT = 64  # the M* reference's pool: what one evaluation keeps in flight against an endpoint with no limit
+
+
 class EvalConcurrency(BaseModel):
     """The ``evaluation`` section of a run config: how many steps of one evaluation overlap
     (``mstar_ray.agent.concurrency``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    in_flight: int = Field(16, ge=1, le=256, description="steps of one evaluation that wait on a model at once "
-                           "(extractions, items); each endpoint's max_concurrency bounds the requests themselves, "
-                           "across the run. 1: the serial protocol")
+    in_flight: int = Field(16, ge=1, le=MAX_IN_FLIGHT, description="steps of one evaluation that wait on a model at once "
+                           "(extractions, queries, items); each endpoint's max_concurrency bounds the requests "
+                           "themselves, across the run. Unset: what the task endpoint admits, at least 16. 1: the "
+                           "serial protocol")
     episodes: int = Field(4, ge=1, le=64, description="episodes of one evaluation played at once, each in its own "
                           "environment process (which costs memory: a JVM for TextWorldExpress)")
     readers: int = Field(16, ge=1, le=64, description="reads of one evaluation served at once, each by a reader the "
@@ -167,6 +172,16 @@ class EvalConcurrency(BaseModel):
                          "state, Chroma's collections included; a reader costs the memory its reads touch). 1, or "
                          "a program whose process runs threads: reads run in the program's own process, in item "
                          "order")
+
+    def for_endpoint(self, limit: int | None) -> EvalConcurrency:
+        """``in_flight`` for a task endpoint that admits ``limit`` requests at once (None: no limit), where the
+        config does not set it: what the endpoint admits, never below the default (a gateway slot is waited for
+        either way) and at most the field's bound; ``UNLIMITED_IN_FLIGHT`` for an endpoint with no limit."""
+        if "in_flight" in self.model_fields_set:
+            return self
+        wanted = UNLIMITED_IN_FLIGHT if limit is None else min(MAX_IN_FLIGHT, max(self.in_flight, limit))
+        return self.model_copy(update={"in_flight": wanted})
+
 
 
 # The offline task agent's evaluation: nothing waits on a model, so overlapping steps buys nothing; and reads stay in

@@ -8,14 +8,18 @@ import concurrent.futures
 
 import pytest
 
-from mstar_ray.actors.wiring import probe_endpoints
+from mstar_ray.actors.wiring import RoleClients, fitted_evaluation, probe_endpoints
+from mstar_ray.agent.evaluation import evaluate
+from mstar_ray.families.task_registry import load_task
 from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.endpoint import DEFAULT_MAX_CONCURRENCY, ChatEndpoint, EndpointConfig
 from mstar_ray.llm.governor import Governor
 from mstar_ray.llm.cache import MemoryCache
 from mstar_ray.llm.parallelism import VLLM_MAX_NUM_SEQS, learn
-from mstar_ray.llm.settings import LLMSettings
+from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings
+from mstar_ray.results import UNLIMITED_IN_FLIGHT, EvalConcurrency
 from mstar_ray.serve.config import ServeConfig
+from tests.conftest import seed_source
 from tests.scripted_server import ScriptedServer
 
 
@@ -90,6 +94,50 @@ def test_a_served_model_runs_as_many_at_once_as_its_replicas_take():
     assert at.task.max_concurrency == 6 and "served replicas" in at.task.in_flight_source
     own = LLMSettings(task={"served": "small", "max_concurrency": 1})
     assert own.at_served({"small": "http://127.0.0.1:8000/small/v1"}, serve.parallel()).task.max_concurrency == 1
+
+
+VLLM = {"/v1/models": {"object": "list", "data": [{"id": "m", "owned_by": "vllm"}]}}
+
+
+@pytest.mark.parametrize(("routes", "set_in_flight", "in_flight", "says"), [
+    (VLLM, None, VLLM_MAX_NUM_SEQS, "what the task endpoint admits"),
+    ({"/props": {"total_slots": 4}}, None, 16, "the default; the task endpoint admits 4"),
+    (VLLM, 8, 8, "from the config"),
+])
+def test_one_evaluation_keeps_in_flight_what_the_task_endpoint_admits(routes, set_in_flight, in_flight, says):
+    with ScriptedServer(get_json=routes) as server:
+        probed, lines = _probe(_settings(server.base_url))
+    given = EvalConcurrency() if set_in_flight is None else EvalConcurrency(in_flight=set_in_flight)
+    fitted = fitted_evaluation(given, probed, lines.append)
+    assert fitted.in_flight == in_flight and fitted.readers == given.readers
+    line = lines[-1]
+    assert line.startswith(f"evaluation.in_flight {in_flight}: ") and says in line
+    assert line.endswith("set evaluation.in_flight to change it")
+
+
+def test_an_endpoint_with_no_limit_gets_the_references_pool_and_the_offline_agent_is_not_told():
+    with ScriptedServer() as server:
+        probed, lines = _probe(_settings(server.base_url, max_concurrency=None))
+    assert fitted_evaluation(EvalConcurrency(), probed, lines.append).in_flight == UNLIMITED_IN_FLIGHT
+    assert "the task endpoint has no limit" in lines[-1]
+    said: list[str] = []
+    assert fitted_evaluation(EvalConcurrency(), LLMSettings(), said.append) == EvalConcurrency() and not said
+
+
+def test_an_evaluation_fitted_to_a_vllm_server_keeps_more_than_the_default_in_flight():
+    """Twenty-four requests are held until all are in flight at once: 16 (the default) never get there."""
+    task = load_task("synthetic", seed=0)
+    task = task.model_copy(update={"items": task.items[:12]})  # 16 extractions and 12 queries: 28 at once
+    with ScriptedServer(get_json=VLLM) as server:
+        probed, _ = _probe(_settings(server.base_url))
+    concurrency = fitted_evaluation(EvalConcurrency(), probed, lambda line: None)
+    assert concurrency.in_flight > 24 > EvalConcurrency().in_flight
+    with ScriptedServer(meet=24) as server:
+        roles = RoleClients(LLMSettings(task={"base_url": server.base_url, "model": "scripted", "timeout_s": 60,
+                                              "max_tokens": 16, "max_concurrency": None},
+                                        embedding=EmbeddingConfig(kind="hashing")))
+        report = evaluate(seed_source("vector_search"), task, roles.backend(), roles.embedder(), concurrency=concurrency)
+    assert report.violation is None and server.met
 
 
 @pytest.mark.slow

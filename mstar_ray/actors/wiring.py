@@ -20,6 +20,7 @@ from mstar_ray.llm.endpoint import EndpointConfig
 from mstar_ray.llm.governor import Gateway, Governor
 from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings
 from mstar_ray.llm.usage import CallLog
+from mstar_ray.results import EvalConcurrency
 
 if TYPE_CHECKING:
     from mstar_ray.embedding.openai_embeddings import OpenAIEmbedder
@@ -99,6 +100,26 @@ def in_flight_line(role: str, config: EndpointConfig) -> str:
     limit = "no limit" if config.max_concurrency is None else f"at most {config.max_concurrency} request(s) at once"
     why = config.in_flight_source or "the default"
     return (f"role {role!r}: {config.base_url}: {limit} ({why}); set llm.{role}.max_concurrency to change it")
+
+
+def fitted_evaluation(evaluation: EvalConcurrency, settings: LLMSettings,
+                      say: Callable[[str], None] = _stderr) -> EvalConcurrency:
+    """The evaluation's steps in flight for the probed task endpoint (``EvalConcurrency.for_endpoint``), said in
+    the run's first lines; the offline agent's evaluation runs serially whatever this says, and is not told."""
+    if settings.task is None:
+        return evaluation
+    fitted = evaluation.for_endpoint(settings.task.max_concurrency)
+    if "in_flight" in evaluation.model_fields_set:
+        why = "from the config"
+    elif settings.task.max_concurrency is None:
+        why = "the task endpoint has no limit"
+    elif fitted.in_flight == settings.task.max_concurrency:
+        why = "what the task endpoint admits"
+    else:
+        why = f"the default; the task endpoint admits {settings.task.max_concurrency}, and the rest wait there"
+    say(f"evaluation.in_flight {fitted.in_flight}: steps of one evaluation waiting on the model at once ({why}); "
+        "set evaluation.in_flight to change it")
+    return fitted
 
 
 class RoleClients:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mstar_ray.actors.wiring import probe_endpoints
+from mstar_ray.actors.wiring import fitted_evaluation, probe_endpoints
 from mstar_ray.driver.progress import Progress
 from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.exit_codes import ANNOUNCED, EXIT_ENDPOINT, EXIT_OK, InputError, MissingInput, Terminated, resume_line
@@ -65,7 +65,8 @@ def run_search(config_path: str | None, *, run_dir: str, address: str | None, re
         if not resume:  # before config.yaml, which marks a run directory: a resumable run always has its seeds
             directory.write_seeds(seeds)
             directory.write_config(config)
-        written, config = config, config.model_copy(update={"llm": measured})
+        written, config = config, config.model_copy(update={
+            "llm": measured, "evaluation": fitted_evaluation(config.evaluation, measured, progress.message)})
         resources = connect(config, address)
         if resume:  # a new budget is the run's once it goes on: a resume that cannot start keeps the stored one
             directory.write_config(written)

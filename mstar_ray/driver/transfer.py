@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from mstar_ray.actors.wiring import RoleClients, probe_endpoints
+from mstar_ray.actors.wiring import RoleClients, fitted_evaluation, probe_endpoints
 from mstar_ray.contract import inspect_program
 from mstar_ray.driver.progress import Progress
 from mstar_ray.driver.run_dir import RunDir
@@ -169,7 +169,9 @@ def run_transfer(run_dirs: list[str], task_configs: list[str], out: str, address
     crossing = Crossing.of(run_dirs, task_configs)
     output = Path(out)
     output.mkdir(parents=True, exist_ok=True)
-    config = crossing.config.model_copy(update={"llm": probe_endpoints(crossing.config.llm, progress.message)})
+    measured = probe_endpoints(crossing.config.llm, progress.message)
+    config = crossing.config.model_copy(update={
+        "llm": measured, "evaluation": fitted_evaluation(crossing.config.evaluation, measured, progress.message)})
     resources = connect(config, address)
     try:
         cache, gateway = start_run_services(output, config.llm)
