@@ -126,3 +126,11 @@ def test_one_slot_runs_nothing_ahead():
     calls: list[str] = []
     ahead = Ahead(executor(1, "test"), calls.append, ["a", "b"])
     assert ahead.claim("a") is None and calls == []
+
+
+def test_a_pool_of_many_slots_starts_only_the_threads_its_steps_need():
+    with executor(256, "lazy") as pool:
+        for _ in range(3):
+            pool.submit(lambda: None).result()  # one at a time: the thread that ran one runs the next
+        started = [thread for thread in threading.enumerate() if thread.name.startswith("lazy-")]
+    assert 1 <= len(started) <= 3

@@ -95,9 +95,10 @@ class _Pool(concurrent.futures.Executor):
     def __init__(self, slots: int, name: str):
         self._queue: queue.PriorityQueue[tuple[float, int, Any]] = queue.PriorityQueue()
         self._order = itertools.count()
-        self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(slots)]
-        for thread in self._threads:
-            thread.start()
+        self._slots, self._name = slots, name
+        self._threads: list[threading.Thread] = []
+        self._idle = threading.Semaphore(0)  # threads waiting for a step: a new one starts only when none is
+        self._starting = threading.Lock()
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
         return self.put(0, fn, args, kwargs)
@@ -106,6 +107,11 @@ class _Pool(concurrent.futures.Executor):
               ) -> concurrent.futures.Future[T]:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._queue.put((priority, next(self._order), (future, fn, args, kwargs)))
+        with self._starting:
+            if not self._idle.acquire(blocking=False) and len(self._threads) < self._slots:
+                thread = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
+                self._threads.append(thread)
+                thread.start()
         return future
 
     def _work(self) -> None:
@@ -114,12 +120,12 @@ class _Pool(concurrent.futures.Executor):
             if job is None:
                 return
             future, fn, args, kwargs = job
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn(*args, **kwargs))
-            except BaseException as exc:  # noqa: BLE001 - handed to whoever reads the future
-                future.set_exception(exc)
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args, **kwargs))
+                except BaseException as exc:  # noqa: BLE001 - handed to whoever reads the future
+                    future.set_exception(exc)
+            self._idle.release()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         if cancel_futures:
@@ -130,10 +136,12 @@ class _Pool(concurrent.futures.Executor):
                     break
                 if job is not None:
                     job[0].cancel()
-        for _ in self._threads:
+        with self._starting:
+            threads, self._slots = list(self._threads), 0  # no thread starts after this
+        for _ in threads:
             self._queue.put((math.inf, next(self._order), None))
         if wait:
-            for thread in self._threads:
+            for thread in threads:
                 thread.join()
 
     def __exit__(self, *exc: object) -> None:
