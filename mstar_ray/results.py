@@ -183,7 +183,6 @@ class EvalConcurrency(BaseModel):
         return self.model_copy(update={"in_flight": wanted})
 
 
-
 # The offline task agent's evaluation: nothing waits on a model, so overlapping steps buys nothing; and reads stay in
 # the program's process, since a reader per read costs several times the evaluation offline (measured on rulemem,
 # docs/results.md) while every one of the 33 programs we hold scores the same either way (docs/concepts/contract.md).

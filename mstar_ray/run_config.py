@@ -4,7 +4,7 @@ rejected with the nearest valid key; every error names its key path (``mstar_ray
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -158,6 +158,21 @@ class RunConfig(_Section):
     evaluation: EvalConcurrency = EvalConcurrency()
     ray: RayConfig = RayConfig()
     serve: ServeConfig = ServeConfig()
+
+    def stored(self) -> dict[str, Any]:
+        """The config as a run directory keeps it (``config.yaml``): everything, but what the run learns at start
+        when the config leaves it unset (each endpoint's ``max_concurrency``, ``evaluation.in_flight``) stays
+        unset there, so a resume or a transfer learns it again rather than reading the default as the user's."""
+        llm: dict[str, Any] = {role: {"max_concurrency"} for role in ("task", "toolkit", "judge")
+                               if getattr(self.llm, role) is not None and not getattr(self.llm, role).concurrency_set}
+        unset = {i for i, config in enumerate(self.llm.reflectors()) if not config.concurrency_set}
+        if unset:
+            llm["reflector"] = ({i: {"max_concurrency"} for i in unset} if isinstance(self.llm.reflector, list)
+                                else {"max_concurrency"})
+        exclude: dict[str, Any] = {"llm": llm} if llm else {}
+        if "in_flight" not in self.evaluation.model_fields_set:
+            exclude["evaluation"] = {"in_flight"}
+        return self.model_dump(mode="json", exclude=exclude)
 
     def reflector_arms(self) -> list[str]:
         """The arms an ensemble's bandit chooses each reflection's reflector among, in order: the offline

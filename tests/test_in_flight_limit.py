@@ -10,6 +10,7 @@ import pytest
 
 from mstar_ray.actors.wiring import RoleClients, fitted_evaluation, probe_endpoints
 from mstar_ray.agent.evaluation import evaluate
+from mstar_ray.driver.run_dir import RunDir
 from mstar_ray.families.task_registry import load_task
 from mstar_ray.llm.client import LLMClient
 from mstar_ray.llm.endpoint import DEFAULT_MAX_CONCURRENCY, ChatEndpoint, EndpointConfig
@@ -18,6 +19,8 @@ from mstar_ray.llm.cache import MemoryCache
 from mstar_ray.llm.parallelism import VLLM_MAX_NUM_SEQS, learn
 from mstar_ray.llm.settings import EmbeddingConfig, LLMSettings
 from mstar_ray.results import UNLIMITED_IN_FLIGHT, EvalConcurrency
+from mstar_ray.run_config import RunConfig, load_run_config
+from mstar_ray.runlog import layout
 from mstar_ray.serve.config import ServeConfig
 from tests.conftest import seed_source
 from tests.scripted_server import ScriptedServer
@@ -145,3 +148,23 @@ def test_a_real_llama_cpp_python_server_is_asked_and_gets_one_at_a_time(llm_serv
     config = EndpointConfig(base_url=llm_server.base_url, model=llm_server.model)
     learned = learn(config)
     assert learned.limit == 1 and "llama-cpp-python" in learned.source
+
+
+def test_a_run_directory_keeps_what_the_run_learns_unset_and_what_the_user_set(tmp_path):
+    """config.yaml must not turn a default into the user's choice: a resume (or a transfer) would then keep 16
+    requests per evaluation and the hosted default where the server says it serves 256."""
+    learned = RunConfig.model_validate({"llm": {"task": {"base_url": "http://127.0.0.1:8080/v1", "model": "m"}}})
+    chosen = RunConfig.model_validate({"llm": {"task": {"base_url": "http://127.0.0.1:8080/v1", "model": "m",
+                                                         "max_concurrency": 4}}, "evaluation": {"in_flight": 8}})
+    for name, config in (("learned", learned), ("chosen", chosen)):
+        RunDir(tmp_path / name).write_config(config)
+    again = load_run_config(tmp_path / "learned" / layout.CONFIG)
+    assert again == learned
+    assert not again.llm.task.concurrency_set and "in_flight" not in again.evaluation.model_fields_set
+    with ScriptedServer(get_json=VLLM) as server:
+        probed, _ = _probe(again.llm.model_copy(update={"task": again.llm.task.model_copy(
+            update={"base_url": server.base_url, "timeout_s": 30})}))
+    assert fitted_evaluation(again.evaluation, probed, lambda line: None).in_flight == VLLM_MAX_NUM_SEQS
+    kept = load_run_config(tmp_path / "chosen" / layout.CONFIG)
+    assert kept.llm.task.max_concurrency == 4 and kept.llm.task.concurrency_set
+    assert kept.evaluation.in_flight == 8 and fitted_evaluation(kept.evaluation, probed, lambda line: None).in_flight == 8

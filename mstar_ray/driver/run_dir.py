@@ -51,7 +51,7 @@ class RunDir:
         self._logs.clear()
 
     def write_config(self, config: RunConfig) -> None:
-        text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+        text = yaml.safe_dump(config.stored(), sort_keys=False)
         write_atomic(self.path / layout.CONFIG, text.encode())
 
     def write_seeds(self, seeds: list[Seed]) -> None:
