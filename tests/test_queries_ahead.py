@@ -31,6 +31,7 @@ class _Watched(OfflineBackend):
         self.all_built = threading.Event()
         self.held: bool | None = None  # whether the last extraction saw every query built before it returned
         self.running = self.peak = 0
+        self.started: list[str] = []  # each step as it starts: "extract" or "query"
         self._lock = threading.Lock()
 
     def _step(self, fn, *args, **kwargs):
@@ -44,11 +45,15 @@ class _Watched(OfflineBackend):
                 self.running -= 1
 
     def extract_item(self, instruction, fields, raw_text):
+        with self._lock:
+            self.started.append("extract")
         if raw_text == self.last_text:
             self.held = self.all_built.wait(HOLD_S)
         return self._step(super().extract_item, instruction, fields, raw_text)
 
     def build_query(self, instruction, fields, question, step="query"):
+        with self._lock:
+            self.started.append("query" if step == "query" else step)
         query = self._step(super().build_query, instruction, fields, question, step)
         with self._lock:
             self.built += step == "query"
@@ -69,6 +74,8 @@ def test_every_query_is_built_before_the_writes_end_and_the_items_are_the_serial
     watched = _Watched(task.texts[-1].text, len(task.items))
     wide = evaluate(source, task, watched, HashingEmbedder(), concurrency=EvalConcurrency(in_flight=4, readers=1))
     assert watched.held is True  # built while the last text still waited on its extraction
+    # every extraction started before any query: a slot takes the step needed now first
+    assert watched.started[:len(task.texts)] == ["extract"] * len(task.texts)
     assert watched.built == len(task.items)  # each built once: every read took its query from there
     assert 1 < watched.peak <= 4
     assert comparable(wide) == comparable(serial)

@@ -184,13 +184,18 @@ def in_order(pool: concurrent.futures.Executor, step: Callable[[Input], T], inpu
              window: int) -> Iterator[T]:
     """``step(x)`` for each input, at most ``window`` of them started ahead of the one consumed, yielded in
     input order (each as soon as it and those before it are back): the write phase's extraction pipeline.
-    A consumer that stops early leaves the rest unsubmitted."""
-    futures: dict[int, concurrent.futures.Future[T]] = {}
-    for index in range(len(inputs)):
-        for ahead in range(index, min(len(inputs), index + max(1, window))):
-            if ahead not in futures:
-                futures[ahead] = pool.submit(step, inputs[ahead])
-        yield futures.pop(index).result()
+    The first ``window`` are submitted by this call, before anything is consumed (what is queued after them
+    waits behind them); a consumer that stops early leaves the rest unsubmitted."""
+    window = max(1, window)
+    futures = {index: pool.submit(step, inputs[index]) for index in range(min(len(inputs), window))}
+
+    def results() -> Iterator[T]:
+        for index in range(len(inputs)):
+            for ahead in range(index, min(len(inputs), index + window)):
+                if ahead not in futures:
+                    futures[ahead] = pool.submit(step, inputs[ahead])
+            yield futures.pop(index).result()
+    return results()
 
 
 def as_done(pool: concurrent.futures.Executor, step: Callable[[Input], T], inputs: list[Input], window: int,

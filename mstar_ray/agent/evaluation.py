@@ -154,10 +154,11 @@ class _Evaluation:
         self.written = 0
         self.attribution_stopped: str | None = None
 
-    def write_phase(self, sandbox: Sandbox, pool: concurrent.futures.Executor) -> None:
+    def write_phase(self, sandbox: Sandbox, pool: concurrent.futures.Executor, memory: _SandboxMemory) -> None:
         """Extractions run ahead (every one is queued, ``in_flight`` run at once, and those not started when the
         evaluation stops never start); each write reaches the sandbox, in task order, as soon as its own
-        extraction is back and the write before it is done."""
+        extraction is back and the write before it is done. The items' queries are queued after every
+        extraction, so a free slot takes an extraction first."""
         constants, schema = self.info.constants, self.info.schema
         texts = self.task.texts
         started = time.monotonic()
@@ -165,7 +166,9 @@ class _Evaluation:
         def extract(text: RawText) -> dict[str, Any]:
             return self.backend.extract_item(constants["INSTRUCTION_KNOWLEDGE_ITEM"], schema.knowledge_item, text.text)
 
-        for text, item in zip(texts, in_order(pool, extract, texts, len(texts) if self.concurrency.in_flight > 1 else 1)):
+        extracted = in_order(pool, extract, texts, len(texts) if self.concurrency.in_flight > 1 else 1)
+        memory.build_ahead(pool, [self.items[i].question for order in self.item_order() for i in order])
+        for text, item in zip(texts, extracted):
             self.calls["extract"] += 1
             outcome = sandbox.write(item, text.text)
             self.calls["toolkit_llm"] += outcome.llm_calls
@@ -346,11 +349,9 @@ def evaluate(
         outcome = sandbox.start()
         if not outcome.ok:
             run.violation = _violation("load", outcome)
-        else:
-            memory.build_ahead(pool, [run.items[i].question for order in run.item_order() for i in order])
         run.progress(run.state)
         phase: Callable[[], None]
-        for name, phase in (("write", lambda: run.write_phase(sandbox, pool)),
+        for name, phase in (("write", lambda: run.write_phase(sandbox, pool, memory)),
                             ("read", lambda: run.item_phase(sandbox, memory, pool)),
                             *([("attribution", lambda: run.attribution_phase(memory))] if attribute else [])):
             if run.violation is None:
