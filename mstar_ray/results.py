@@ -172,15 +172,22 @@ class EvalConcurrency(BaseModel):
                          "state, Chroma's collections included; a reader costs the memory its reads touch). 1, or "
                          "a program whose process runs threads: reads run in the program's own process, in item "
                          "order")
+    queries_ahead: bool = Field(True, description="build the items' queries while the writes run, in the slots the "
+                                "extractions leave free. Unset: where the task endpoint admits in_flight requests at "
+                                "once; a server with fewer slots is the bottleneck either way, and mixing the two "
+                                "kinds of prompt in its slots costs it its prompt cache")
 
     def for_endpoint(self, limit: int | None) -> EvalConcurrency:
         """``in_flight`` for a task endpoint that admits ``limit`` requests at once (None: no limit), where the
         config does not set it: what the endpoint admits, never below the default (a gateway slot is waited for
-        either way) and at most the field's bound; ``UNLIMITED_IN_FLIGHT`` for an endpoint with no limit."""
-        if "in_flight" in self.model_fields_set:
-            return self
-        wanted = UNLIMITED_IN_FLIGHT if limit is None else min(MAX_IN_FLIGHT, max(self.in_flight, limit))
-        return self.model_copy(update={"in_flight": wanted})
+        either way) and at most the field's bound; ``UNLIMITED_IN_FLIGHT`` for an endpoint with no limit. And
+        ``queries_ahead``, where the config does not set it: only if the endpoint admits that many at once."""
+        update: dict[str, Any] = {}
+        if "in_flight" not in self.model_fields_set:
+            update["in_flight"] = UNLIMITED_IN_FLIGHT if limit is None else min(MAX_IN_FLIGHT, max(self.in_flight, limit))
+        if "queries_ahead" not in self.model_fields_set:
+            update["queries_ahead"] = limit is None or limit >= update.get("in_flight", self.in_flight)
+        return self.model_copy(update=update)
 
 
 # The offline task agent's evaluation: nothing waits on a model, so overlapping steps buys nothing; and reads stay in

@@ -161,7 +161,8 @@ class RunConfig(_Section):
 
     def stored(self) -> dict[str, Any]:
         """The config as a run directory keeps it (``config.yaml``): everything, but what the run learns at start
-        when the config leaves it unset (each endpoint's ``max_concurrency``, ``evaluation.in_flight``) stays
+        when the config leaves it unset (each endpoint's ``max_concurrency``, ``evaluation.in_flight`` and
+        ``queries_ahead``) stays
         unset there, so a resume or a transfer learns it again rather than reading the default as the user's."""
         llm: dict[str, Any] = {role: {"max_concurrency"} for role in ("task", "toolkit", "judge")
                                if getattr(self.llm, role) is not None and not getattr(self.llm, role).concurrency_set}
@@ -170,8 +171,9 @@ class RunConfig(_Section):
             llm["reflector"] = ({i: {"max_concurrency"} for i in unset} if isinstance(self.llm.reflector, list)
                                 else {"max_concurrency"})
         exclude: dict[str, Any] = {"llm": llm} if llm else {}
-        if "in_flight" not in self.evaluation.model_fields_set:
-            exclude["evaluation"] = {"in_flight"}
+        learned = {"in_flight", "queries_ahead"} - self.evaluation.model_fields_set
+        if learned:
+            exclude["evaluation"] = learned
         return self.model_dump(mode="json", exclude=exclude)
 
     def reflector_arms(self) -> list[str]:

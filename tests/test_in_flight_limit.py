@@ -102,17 +102,18 @@ def test_a_served_model_runs_as_many_at_once_as_its_replicas_take():
 VLLM = {"/v1/models": {"object": "list", "data": [{"id": "m", "owned_by": "vllm"}]}}
 
 
-@pytest.mark.parametrize(("routes", "set_in_flight", "in_flight", "says"), [
-    (VLLM, None, VLLM_MAX_NUM_SEQS, "what the task endpoint admits"),
-    ({"/props": {"total_slots": 4}}, None, 16, "the default; the task endpoint admits 4"),
-    (VLLM, 8, 8, "from the config"),
+@pytest.mark.parametrize(("routes", "set_in_flight", "in_flight", "says", "ahead"), [
+    (VLLM, None, VLLM_MAX_NUM_SEQS, "what the task endpoint admits", True),
+    # four slots are the bottleneck whatever the order: the queries are not mixed into the extractions' prompts
+    ({"/props": {"total_slots": 4}}, None, 16, "the default; the task endpoint admits 4", False),
+    (VLLM, 8, 8, "from the config", True),
 ])
-def test_one_evaluation_keeps_in_flight_what_the_task_endpoint_admits(routes, set_in_flight, in_flight, says):
+def test_one_evaluation_keeps_in_flight_what_the_task_endpoint_admits(routes, set_in_flight, in_flight, says, ahead):
     with ScriptedServer(get_json=routes) as server:
         probed, lines = _probe(_settings(server.base_url))
     given = EvalConcurrency() if set_in_flight is None else EvalConcurrency(in_flight=set_in_flight)
     fitted = fitted_evaluation(given, probed, lines.append)
-    assert fitted.in_flight == in_flight and fitted.readers == given.readers
+    assert fitted.in_flight == in_flight and fitted.readers == given.readers and fitted.queries_ahead is ahead
     line = lines[-1]
     assert line.startswith(f"evaluation.in_flight {in_flight}: ") and says in line
     assert line.endswith("set evaluation.in_flight to change it")

@@ -30,6 +30,8 @@ class _Watched(OfflineBackend):
         self.built = 0
         self.all_built = threading.Event()
         self.held: bool | None = None  # whether the last extraction saw every query built before it returned
+        self.extracted = 0
+        self.extracted_at_first_query: int | None = None
         self.running = self.peak = 0
         self.started: list[str] = []  # each step as it starts: "extract" or "query"
         self._lock = threading.Lock()
@@ -49,11 +51,16 @@ class _Watched(OfflineBackend):
             self.started.append("extract")
         if raw_text == self.last_text:
             self.held = self.all_built.wait(HOLD_S)
-        return self._step(super().extract_item, instruction, fields, raw_text)
+        item = self._step(super().extract_item, instruction, fields, raw_text)
+        with self._lock:
+            self.extracted += 1
+        return item
 
     def build_query(self, instruction, fields, question, step="query"):
         with self._lock:
             self.started.append("query" if step == "query" else step)
+            if self.extracted_at_first_query is None:
+                self.extracted_at_first_query = self.extracted
         query = self._step(super().build_query, instruction, fields, question, step)
         with self._lock:
             self.built += step == "query"
@@ -79,6 +86,15 @@ def test_every_query_is_built_before_the_writes_end_and_the_items_are_the_serial
     assert watched.built == len(task.items)  # each built once: every read took its query from there
     assert 1 < watched.peak <= 4
     assert comparable(wide) == comparable(serial)
+
+
+def test_without_queries_ahead_each_query_is_built_after_the_writes():
+    task = _task()
+    watched = _Watched(task.texts[-1].text, len(task.items))
+    watched.all_built.set()  # nothing is held
+    report = evaluate(seed_source("vector_search"), task, watched, HashingEmbedder(),
+                      concurrency=EvalConcurrency(in_flight=4, readers=1, queries_ahead=False))
+    assert report.violation is None and watched.extracted_at_first_query == len(task.texts)
 
 
 def test_the_serial_protocol_builds_each_query_at_its_read():

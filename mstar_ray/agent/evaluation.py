@@ -167,7 +167,8 @@ class _Evaluation:
             return self.backend.extract_item(constants["INSTRUCTION_KNOWLEDGE_ITEM"], schema.knowledge_item, text.text)
 
         extracted = in_order(pool, extract, texts, len(texts) if self.concurrency.in_flight > 1 else 1)
-        memory.build_ahead(pool, [self.items[i].question for order in self.item_order() for i in order])
+        if self.concurrency.queries_ahead:
+            memory.build_ahead(pool, [self.items[i].question for order in self.item_order() for i in order])
         for text, item in zip(texts, extracted):
             self.calls["extract"] += 1
             outcome = sandbox.write(item, text.text)
