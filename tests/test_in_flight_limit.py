@@ -116,7 +116,16 @@ def test_one_evaluation_keeps_in_flight_what_the_task_endpoint_admits(routes, se
     assert fitted.in_flight == in_flight and fitted.readers == given.readers and fitted.queries_ahead is ahead
     line = lines[-1]
     assert line.startswith(f"evaluation.in_flight {in_flight}: ") and says in line
-    assert line.endswith("set evaluation.in_flight to change it")
+    assert f"the items' queries built while the writes run: {'yes' if ahead else 'no'} (" in line
+    assert line.endswith("set evaluation.in_flight or evaluation.queries_ahead to change them")
+
+
+def test_queries_ahead_set_in_the_config_is_kept_and_said_so():
+    with ScriptedServer(get_json={"/props": {"total_slots": 4}}) as server:
+        probed, lines = _probe(_settings(server.base_url))
+    fitted = fitted_evaluation(EvalConcurrency(queries_ahead=True), probed, lines.append)
+    assert fitted.queries_ahead and fitted.in_flight == 16
+    assert "the items' queries built while the writes run: yes (from the config)" in lines[-1]
 
 
 def test_an_endpoint_with_no_limit_gets_the_references_pool_and_the_offline_agent_is_not_told():

@@ -117,8 +117,15 @@ def fitted_evaluation(evaluation: EvalConcurrency, settings: LLMSettings,
         why = "what the task endpoint admits"
     else:
         why = f"the default; the task endpoint admits {settings.task.max_concurrency}, and the rest wait there"
+    if "queries_ahead" in evaluation.model_fields_set:
+        ahead = "from the config"
+    elif fitted.queries_ahead:
+        ahead = "the task endpoint admits them all at once"
+    else:
+        ahead = "the task endpoint admits fewer at once: its slots are the bottleneck whatever the order"
     say(f"evaluation.in_flight {fitted.in_flight}: steps of one evaluation waiting on the model at once ({why}); "
-        "set evaluation.in_flight to change it")
+        f"the items' queries built while the writes run: {'yes' if fitted.queries_ahead else 'no'} ({ahead}); "
+        "set evaluation.in_flight or evaluation.queries_ahead to change them")
     return fitted
 
 
