@@ -174,8 +174,8 @@ class EvalConcurrency(BaseModel):
                          "order")
     queries_ahead: bool = Field(True, description="build the items' queries while the writes run, in the slots the "
                                 "extractions leave free. Unset: where the task endpoint admits in_flight requests at "
-                                "once; a server with fewer slots is the bottleneck either way, and mixing the two "
-                                "kinds of prompt in its slots costs it its prompt cache")
+                                "once; a server with fewer slots is the bottleneck whatever the order, so building "
+                                "ahead cannot gain there")
 
     def for_endpoint(self, limit: int | None) -> EvalConcurrency:
         """``in_flight`` for a task endpoint that admits ``limit`` requests at once (None: no limit), where the

@@ -162,8 +162,8 @@ class RunConfig(_Section):
     def stored(self) -> dict[str, Any]:
         """The config as a run directory keeps it (``config.yaml``): everything, but what the run learns at start
         when the config leaves it unset (each endpoint's ``max_concurrency``, ``evaluation.in_flight`` and
-        ``queries_ahead``) stays
-        unset there, so a resume or a transfer learns it again rather than reading the default as the user's."""
+        ``queries_ahead``) stays unset there, so a resume or a transfer learns it again rather than reading the
+        default as the user's."""
         llm: dict[str, Any] = {role: {"max_concurrency"} for role in ("task", "toolkit", "judge")
                                if getattr(self.llm, role) is not None and not getattr(self.llm, role).concurrency_set}
         unset = {i for i, config in enumerate(self.llm.reflectors()) if not config.concurrency_set}
