@@ -17,7 +17,7 @@ from mstar_ray.reflect.edit_formats import EDIT_FORMATS, instructions, read_edit
 from mstar_ray.reflect.offline import NoMutation, propose
 from mstar_ray.reflect.prompt import reflection_messages, repair_messages
 from mstar_ray.reflect.reflector import check_child
-from mstar_ray.reflect.request import ALREADY_EVALUATED, NO_CHANGE, Case, LineageEntry, ReflectionRequest
+from mstar_ray.reflect.request import ALREADY_EVALUATED, NO_CHANGE, Case, LineageEntry, ReflectionRequest, Relative
 from mstar_ray.reflect.smoke import smoke_test
 from tests.conftest import SEEDS, seed_source
 
@@ -132,6 +132,17 @@ def test_the_history_says_which_parts_no_change_in_the_run_has_moved() -> None:
             "its parent scored") in text
     assert "Across this run" not in reflection_messages(request.model_copy(update={"inert_parts": []}),
                                                         "function")[1]["content"]
+
+
+def test_the_history_says_what_other_lines_gained_by() -> None:
+    parent = seed_source("vector_search")
+    gained = Relative(id="b" * 16, source=parent, origin="reflection", parent="a" * 16, ancestor_id="a" * 16,
+                      ancestor_source=parent, commit_message="keep a table of date and speaker", gain=0.08)
+    request = ReflectionRequest(parent_id="p", parent_source=parent, parent_score=0.2, relatives=[gained])
+    text = reflection_messages(request, "function")[1]["content"]
+    assert "- #bbbbbbbb (its last change: keep a table of date and speaker): +0.080 over #aaaaaaaa" in text
+    assert "other lines" not in reflection_messages(request.model_copy(update={"relatives": []}),
+                                                    "function")[1]["content"]
 
 
 @pytest.mark.parametrize("message", [

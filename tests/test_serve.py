@@ -1,11 +1,12 @@
 """Served models on a real local Ray with Ray Serve and real llama.cpp servers (SmolLM2): a deployment answers
 our client through Serve's proxy and says which replica answered; a second look with the same settings reuses
-the deployment, other settings replace it, the end deletes it; a replica whose server cannot start is refused
-naming the model's key, with llama.cpp's own words."""
+the deployment, other settings replace it, the end deletes it, and each replica stopped leaves no folder behind;
+a replica whose server cannot start is refused naming the model's key, with llama.cpp's own words."""
 
 from __future__ import annotations
 
 import re
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -45,6 +46,10 @@ def serve_config(port: int, **model) -> ServeConfig:
                     **model}]})
 
 
+def folders_of(replica_id: str) -> list[Path]:
+    return list(Path(tempfile.gettempdir()).glob(f"mstar-serve-smollm2-{replica_id}-*"))
+
+
 def test_a_deployment_answers_through_serve_is_reused_with_the_same_settings_and_deleted_at_the_end(local_ray):
     config = serve_config(local_ray)
     messages = []
@@ -53,6 +58,7 @@ def test_a_deployment_answers_through_serve_is_reused_with_the_same_settings_and
     assert [c.kind for c in started] == ["started"]
     replica = started[0].record
     assert replica.state == "RUNNING" and replica.ready_s > 0 and replica.node_id == ray.get_runtime_context().get_node_id()
+    assert len(folders_of(replica.replica_id)) == 1  # its server's log, named for it
     url = first.urls["smollm2"]
     assert url == f"http://127.0.0.1:{local_ray}/smollm2/v1"
 
@@ -76,6 +82,13 @@ def test_a_deployment_answers_through_serve_is_reused_with_the_same_settings_and
     ended = other.stop()
     assert [c.kind for c in ended] == ["finished"]
     assert "smollm2" not in details().applications
+    # each stopped replica took its server's folder with it
+    stopped = (replica.replica_id, replaced[0].record.replica_id)
+    left = lambda: [p for rid in stopped for p in folders_of(rid)]
+    deadline = time.monotonic() + 60  # Serve stops a replica after its application is gone
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert left() == []
 
 
 def test_a_replica_whose_server_cannot_start_is_refused_with_its_reason(local_ray, tmp_path):

@@ -63,9 +63,22 @@ def _case(case: Case, label: str) -> str:
     return "\n".join(lines)
 
 
+def _elsewhere(request: ReflectionRequest) -> str:
+    """What the run learnt beyond this line: parts no change has moved, and gains found on other lines."""
+    notes = []
+    if request.inert_parts:
+        notes.append(f"Across this run, every child that changed {', '.join(request.inert_parts)} scored exactly "
+                     "what its parent scored: the failures do not come from there.")
+    if request.relatives:
+        notes.append("Programs of other lines gained over an ancestor they share with this one; the same change "
+                     "may gain here too:\n" + "\n".join(
+                         f"- #{r.id[:8]} (its last change: {r.commit_message or '(no message)'}): {r.gain:+.3f} over "
+                         f"#{r.ancestor_id[:8]}" for r in request.relatives))
+    return "\n".join(notes)
+
+
 def _lineage(request: ReflectionRequest) -> str:
-    inert = (f"Across this run, every child that changed {', '.join(request.inert_parts)} scored exactly what its "
-             "parent scored: the failures do not come from there." if request.inert_parts else "")
+    inert = _elsewhere(request)
     if not request.lineage:
         return inert or "(no history yet)"
     lines = []

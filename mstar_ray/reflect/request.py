@@ -51,6 +51,20 @@ class LineageEntry(BaseModel):
     changed: list[str] = []  # the parts of its parent a child changed ("KnowledgeBase.read", "TOP_K")
 
 
+class Relative(BaseModel):
+    """A program of another line than the parent's, with the common ancestor it gained over: what the offline
+    reflector's ``merge_relative`` may take into the parent, and what a model reflector's history names."""
+
+    id: str
+    source: str
+    origin: str  # how it was made (``mutation:<kind>`` for an offline child)
+    parent: str  # its own parent: the ancestor itself when it is one edit from it
+    commit_message: str
+    ancestor_id: str
+    ancestor_source: str
+    gain: float  # its static score over the ancestor's
+
+
 def inert_parts(entries: Iterable[LineageEntry], at_least: int = 1) -> set[str]:
     """The parts of programs (``LineageEntry.changed``) that at least ``at_least`` scored children changed without
     moving their score at all (a delta of exactly 0) and no scored child changed with its score moving: where
@@ -88,6 +102,7 @@ class ReflectionRequest(BaseModel):
     write_example: dict[str, Any] | None = None
     violation: str | None = None  # runtime_fix: what the program did wrong, with its traceback
     donors: list[str] = []  # other population sources, for crossover by the offline reflector
+    relatives: list[Relative] = []  # programs of other lines that gained over an ancestor of the parent
     known_ids: list[str] = []  # programs already evaluated: a child equal to one of them is no child
     frozen_code: bool = False
     frozen_instructions: bool = False

@@ -79,3 +79,19 @@ class Population:
             line.append(self._by_id[current])
             current = self._by_id[current].parent
         return list(reversed(line))
+
+    def relatives(self, member_id: str, among: Iterable[Member]) -> list[tuple[Member, Member]]:
+        """(relative, common ancestor) for each of ``among`` that descends by another line from a proper ancestor
+        of the member (the nearest one they share) and scores above it; the largest gain first."""
+        line = {m.id for m in self.ancestors(member_id)}
+        found = []
+        for other in among:
+            if other.id == member_id or other.id in line:
+                continue
+            theirs = self.ancestors(other.id)
+            if any(m.id == member_id for m in theirs):
+                continue  # a descendant: its change is already made on top of this member
+            shared = [m for m in theirs if m.id in line]
+            if shared and other.score > shared[-1].score:
+                found.append((other, shared[-1]))
+        return sorted(found, key=lambda pair: (pair[1].score - pair[0].score, pair[0].id))

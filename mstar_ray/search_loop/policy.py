@@ -26,7 +26,7 @@ from mstar_ray.families import family
 from mstar_ray.llm.errors import BudgetExceeded
 from mstar_ray.reflect.reflector import Child, Discard, ReflectionOutcome
 from mstar_ray.reflect.registry import reflector_class
-from mstar_ray.reflect.request import ReflectionRequest, sample_cases, shown_results
+from mstar_ray.reflect.request import ReflectionRequest, Relative, sample_cases, shown_results
 from mstar_ray.results import EvalReport, stage_totals
 from mstar_ray.run_config import RunConfig
 from mstar_ray.search.cascade import cascade_rule, passes
@@ -55,6 +55,7 @@ SearchWork = Work[EvalJob | ReflectionRequest]
 SearchDone = Done[EvalJob | ReflectionRequest, EvalOutcome | ReflectionOutcome]
 
 MAX_DONORS = 6
+MAX_RELATIVES = 3  # of the donors: those that gained by another line from an ancestor of the parent
 # An evaluator that dies this many times on one candidate (each time after Ray's own restarts) does not get
 # it again: the candidate is recorded as failed, here and on a resume.
 MAX_CRASHES_PER_CANDIDATE = 2
@@ -278,13 +279,18 @@ class SearchPolicy:
         # The best few only: sorting the whole population for them made each request cost n log n.
         best = heapq.nlargest(MAX_DONORS + 1, self.parents.donors(population), key=lambda m: m.score)
         donors = [m.source for m in best if m.id != parent.id]
+        relatives = [Relative(id=m.id, source=m.source, origin=m.origin, parent=m.parent or "",
+                              commit_message=m.commit_message, ancestor_id=a.id, ancestor_source=a.source,
+                              gain=m.score - a.score)
+                     for m, a in population.relatives(parent.id, best)[:MAX_RELATIVES]]
         return ReflectionRequest(
             task_brief=self.task_brief, parent_id=parent.id, parent_source=parent.source, parent_score=parent.score,
             lineage=self.state.lineage(parent), inert_parts=self.state.inert_parts(), failures=failures,
             stage_counts=stage_totals(shown_results(parent.results, hidden)),
             success=success, write_example=parent.write_example,
-            donors=donors[:MAX_DONORS], known_ids=sorted(self.state.seen), frozen_code=cfg.frozen_code,
-            frozen_instructions=cfg.frozen_instructions, seed=rng.randrange(2**31), iteration=iteration,
+            donors=donors[:MAX_DONORS], relatives=relatives, known_ids=sorted(self.state.seen),
+            frozen_code=cfg.frozen_code, frozen_instructions=cfg.frozen_instructions, seed=rng.randrange(2**31),
+            iteration=iteration,
         )
 
     def stop_reason(self) -> StopReason:

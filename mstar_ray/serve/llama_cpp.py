@@ -9,6 +9,7 @@ run's ``llm_calls`` log says which replica served it. Model requests pass one at
 from __future__ import annotations
 
 import ctypes
+import shutil
 import signal
 import socket
 import subprocess
@@ -57,7 +58,9 @@ class LlamaCppReplica:
         started = time.monotonic()
         self.model = model
         self.gguf = gguf_file(model.model)  # on this node: the path or package must be here too
-        self._folder = tempfile.mkdtemp(prefix=f"mstar-serve-{model.name}-")
+        self.replica_id = serve.get_replica_context().replica_id.unique_id
+        # Named for the replica: the server's log, for the error of a server that cannot start; gone with the replica.
+        self._folder = tempfile.mkdtemp(prefix=f"mstar-serve-{model.name}-{self.replica_id}-")
         self.log_path = Path(self._folder) / "llama_cpp.log"
         self.process: subprocess.Popen[bytes] | None = None
         for attempt in range(PORT_TRIES):
@@ -70,7 +73,6 @@ class LlamaCppReplica:
                     raise RuntimeError(f"llama.cpp could not bind a port in {PORT_TRIES} tries:\n{self._log_tail()}")
         self.client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{self.port}", timeout=None)
         self.slot = SlotGuard(self.client, model.name)
-        self.replica_id = serve.get_replica_context().replica_id.unique_id
         self.node_id = ray.get_runtime_context().get_node_id()
         self.ready_s = time.monotonic() - started
 
@@ -127,17 +129,21 @@ class LlamaCppReplica:
             pass
 
     def _stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
+        process: subprocess.Popen[bytes] | None = getattr(self, "process", None)  # none if __init__ raised first
+        if process is not None and process.poll() is None:
+            process.terminate()
             try:
-                self.process.wait(timeout=5)
+                process.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+                process.kill()
+                process.wait()
 
     def __del__(self) -> None:
-        # Serve calls it when it stops a replica (the run's end, a scale-down, a restart after a failed check).
+        # Serve calls it when it stops a replica (the run's end, a scale-down, a restart after a failed check);
+        # also on a replica whose __init__ raised, whose error already holds the log's tail.
         self._stop()
+        if hasattr(self, "_folder"):
+            shutil.rmtree(self._folder, ignore_errors=True)
 
 
 class _PortTaken(Exception):

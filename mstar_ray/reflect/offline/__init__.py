@@ -32,6 +32,8 @@ source; deterministic given the generator; ``avoid`` lists programs a child must
 - ``speaker_date_table``: ``write()`` also stores each line that states a speaker with its date in a SQLite table
   (the program's own ``toolkit.db``); ``read()`` keeps what it found and adds the person the query names' dated
   lines, newest first, within ``READ_LIMIT``.
+- ``merge_relative``: take into the program what a program of another line gained by over their common ancestor
+  (``ReflectionRequest.relatives``): its lines merged three ways, or its edit made again where they conflict.
 
 ``reflect`` (the ``offline`` reflector) chooses the edit from the parent's failures, their attributed stages
 and its lineage, and never repeats a change that failed on that parent. ``propose`` (``offline-random``,
@@ -44,7 +46,7 @@ The package: ``engine`` (the result type, text edits at AST spans, validity, sha
 (free and bound names), one module per kind (``perturb``, ``crossover``, ``instructions``, ``writes``:
 ``filter_writes`` and ``order_by_recency``, which both decide what memory keeps; ``lines``: ``drop_long_lines``;
 ``dates``; ``ranking``; ``hops``: ``second_read``; ``evidence``: ``quote_evidence``; ``table``:
-``speaker_date_table``), ``propose`` and ``reflective``.
+``speaker_date_table``; ``relatives``: ``merge_relative``), ``propose`` and ``reflective``.
 """
 
 from mstar_ray.reflect.offline.crossover import crossover

@@ -38,7 +38,8 @@ class OfflineReflector:
         from mstar_ray.reflect.offline import reflect
 
         return reflect(request.parent_source, request.donors, rng, failures=request.failures,
-                       stage_counts=request.stage_counts, lineage=request.lineage, run_inert=request.inert_parts,
+                       stage_counts=request.stage_counts, lineage=request.lineage, relatives=request.relatives,
+                       run_inert=request.inert_parts,
                        exclude=rejected,
                        frozen_code=request.frozen_code, frozen_instructions=request.frozen_instructions)
 

@@ -17,6 +17,9 @@ already failed. This reads the same and turns it into a choice among the generic
   who adopted Bramble") asks for a second read; a question about when or about now that names a person whose
   context holds no dated line of theirs asks for a table of date and speaker; a context that is a bare answer
   asks for evidence instead;
+- a program of another line that gained over an ancestor of the parent (``request.relatives``) offers its change
+  to be merged into the parent (``merge_relative``), weighed above any one stage's first edit: the two gains were
+  found apart, and a program with both is two edits from their common ancestor;
 - a change whose description matches a child of this parent that scored no better (or never was scored) is
   never proposed again: lineage;
 - the parts of the parent that a child changed without moving its score at all, and those that children
@@ -55,6 +58,7 @@ from mstar_ray.reflect.offline.hops import second_read
 from mstar_ray.reflect.offline.instructions import edit_instruction
 from mstar_ray.reflect.offline.lines import drop_long_lines, drops_from
 from mstar_ray.reflect.offline.perturb import _read_caps, perturb_numbers
+from mstar_ray.reflect.offline.relatives import merge_relative
 from mstar_ray.reflect.offline.propose import _crossover_any
 from mstar_ray.reflect.offline.ranking import cap_per_source, caps_in, fuse_keyword_scores
 from mstar_ray.reflect.offline.table import speaker_date_table
@@ -62,7 +66,7 @@ from mstar_ray.reflect.offline.writes import filter_writes, order_by_recency
 from mstar_ray.reflect.request import inert_parts
 
 if TYPE_CHECKING:
-    from mstar_ray.reflect.request import Case, LineageEntry
+    from mstar_ray.reflect.request import Case, LineageEntry, Relative
 
 # For each stage a failure is attributed to, the edits that address it, the likeliest first.
 PLAYBOOK: dict[str, tuple[str, ...]] = {
@@ -78,6 +82,7 @@ FILTERS: dict[str, Callable[[Sequence[str]], bool]] = {"drop_long_lines": drops_
 DECAY = 0.6  # each later edit of a stage's list weighs this much of the one before it
 FLOOR = 0.05  # every edit stays possible: the attribution is a sample, and the search must not get stuck
 CUE_WEIGHT = 0.8  # of a cue that every case shows
+MERGE_WEIGHT = 1.2  # of merging a relative's gain: above a stage's first edit (at most 1 + FLOOR) when one is offered
 TRIES_PER_KIND = 4  # draws of a kind with random choices (which number, which sentence) before the next kind
 # Where a commit message says why: cut off before lineage compares changes.
 WHY = " (why: "
@@ -184,11 +189,12 @@ def _names_used(tree: ast.Module, method: str) -> set[str]:
     return used
 
 
-def editors(parent: str, population: Sequence[str], known: frozenset[str]) -> dict[str, Callable[[random.Random], Mutation]]:
+def editors(parent: str, population: Sequence[str], known: frozenset[str],
+            relatives: Sequence[Relative] = ()) -> dict[str, Callable[[random.Random], Mutation]]:
     tree = ast.parse(parent)
     write, read = _names_used(tree, "write"), _names_used(tree, "read")
     caps = _read_caps(tree).names
-    return {
+    edits: dict[str, Callable[[random.Random], Mutation]] = {
         "date_aware_writes": lambda rng: date_aware_writes(parent, rng, avoid=known),
         "write_per_line": lambda rng: write_per_line(parent, rng, avoid=known),
         "tune_write": lambda rng: perturb_numbers(parent, rng, avoid=known, within=write - read),
@@ -205,9 +211,13 @@ def editors(parent: str, population: Sequence[str], known: frozenset[str]) -> di
         "widen_context": lambda rng: perturb_numbers(parent, rng, avoid=known, within=caps | {"read()"}, direction="raise"),
         "crossover": lambda rng: _crossover_any(parent, population, rng, known),
     }
+    edits["merge_relative"] = lambda rng: merge_relative(parent, relatives, rng, avoid=known, replay=edits.get)
+    return edits
 
 
 def _why(kind: str, shares: dict[str, float], cue: Counter[str]) -> str:
+    if kind == "merge_relative":
+        return "another line gained by it"
     stages = [s for s, edits in PLAYBOOK.items() if kind in edits and s in shares]
     parts = [f"{round(100 * shares[s])}% of failures at {s}" for s in sorted(stages, key=lambda s: -shares[s])]
     if cue.get(kind):
@@ -227,6 +237,7 @@ def reflect(
     failures: Sequence[Case] = (),
     stage_counts: dict[str, int] | None = None,
     lineage: Sequence[LineageEntry] = (),
+    relatives: Sequence[Relative] = (),
     run_inert: Collection[str] = (),
     exclude: Collection[str] = (),
     frozen_code: bool = False,
@@ -242,11 +253,13 @@ def reflect(
     """
     stage_counts = stage_counts or {}
     weights = weigh(failures, stage_counts)
+    if relatives:
+        weights["merge_relative"] = MERGE_WEIGHT
     allowed = [k for k in weights if not (frozen_code and k not in INSTRUCTION_KINDS)
                and not (frozen_instructions and k in INSTRUCTION_KINDS)]
     failed = failed_changes(lineage) | {_why_free(d) for d in exclude}
     known = frozenset(population_sources)
-    edits = editors(parent_source, population_sources, known)
+    edits = editors(parent_source, population_sources, known, relatives)
     shares, cue = stage_shares(failures, stage_counts), cues(failures)
     inert = inert_parts(lineage) | set(run_inert)
 
