@@ -78,9 +78,9 @@ def _elsewhere(request: ReflectionRequest) -> str:
 
 
 def _lineage(request: ReflectionRequest) -> str:
-    inert = _elsewhere(request)
+    elsewhere = _elsewhere(request)
     if not request.lineage:
-        return inert or "(no history yet)"
+        return elsewhere or "(no history yet)"
     lines = []
     for entry in request.lineage:
         if entry.score is None:
@@ -100,7 +100,7 @@ def _lineage(request: ReflectionRequest) -> str:
     if idle or repeated:
         lines.append(f"Of the {len(tried)} attempts already made on this program, {idle} changed nothing and "
                      f"{repeated} repeated a program already evaluated: make a change none of them made.")
-    return "\n".join([*lines, inert] if inert else lines)
+    return "\n".join([*lines, elsewhere] if elsewhere else lines)
 
 
 def _constraints(request: ReflectionRequest) -> str:

@@ -42,6 +42,15 @@ class NoMutation(ValueError):
     """No mutation of the requested kinds applies to the program."""
 
 
+# Where the offline reflector's commit message says why it chose the change.
+WHY = " (why: "
+
+
+def what_changed(message: str) -> str:
+    """A commit message without why, on one line: the change itself."""
+    return " ".join(message.split(WHY, 1)[0].split())
+
+
 @dataclass(frozen=True)
 class _Edit:
     start: int

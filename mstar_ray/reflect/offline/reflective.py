@@ -51,7 +51,9 @@ from mstar_ray import text as tx
 from mstar_ray.contract import LOGIC_CLASS
 from mstar_ray.program_ast import changed_pieces
 from mstar_ray.reflect.offline.dates import date_aware_writes, write_per_line
-from mstar_ray.reflect.offline.engine import Mutation, NoMutation, _methods, _module_class, _weighted_shuffle
+from mstar_ray.reflect.offline.engine import (
+    WHY, Mutation, NoMutation, _methods, _module_class, _weighted_shuffle, what_changed,
+)
 from mstar_ray.families.qa.offline import short_reply
 from mstar_ray.reflect.offline.evidence import quote_evidence
 from mstar_ray.reflect.offline.hops import second_read
@@ -84,15 +86,14 @@ FLOOR = 0.05  # every edit stays possible: the attribution is a sample, and the 
 CUE_WEIGHT = 0.8  # of a cue that every case shows
 MERGE_WEIGHT = 1.2  # of merging a relative's gain: above a stage's first edit (at most 1 + FLOOR) when one is offered
 TRIES_PER_KIND = 4  # draws of a kind with random choices (which number, which sentence) before the next kind
-# Where a commit message says why: cut off before lineage compares changes.
-WHY = " (why: "
 _NOW = re.compile(r"\b(now|current|currently|still|latest|these days|anymore)\b", re.IGNORECASE)
 # A question that names someone by a relation needs a second read for who that is.
 _RELATION = re.compile(r"\bthe (?:person|one|owner|man|woman) (?:who|whose|that|of)\b", re.IGNORECASE)
 
 
 def _why_free(message: str) -> str:
-    return " ".join(message.split(WHY, 1)[0].split()).lower()
+    """What lineage compares: the change, not why it was chosen."""
+    return what_changed(message).lower()
 
 
 def failed_changes(lineage: Sequence[LineageEntry]) -> set[str]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from mstar_ray.line_diff import Opcode, align
 from mstar_ray.reflect.offline.crossover import _consistent
-from mstar_ray.reflect.offline.engine import Mutation, NoMutation, _valid
+from mstar_ray.reflect.offline.engine import Mutation, NoMutation, _valid, what_changed
 
 if TYPE_CHECKING:
     from mstar_ray.reflect.request import Relative
@@ -75,10 +75,6 @@ def three_way(base: str, mine: str, theirs: str) -> str | None:
     return "".join(merged)
 
 
-def _summary(message: str) -> str:
-    return " ".join(message.split(" (why: ", 1)[0].split())[:120]
-
-
 def merge_relative(source: str, relatives: Sequence[Relative], rng: random.Random, *, avoid: Collection[str] = (),
                    replay: Callable[[str], Callable[[random.Random], Mutation] | None] = lambda kind: None) -> Mutation:
     """The parent with the change of one of ``relatives`` (each a program of another line, with the common
@@ -87,7 +83,7 @@ def merge_relative(source: str, relatives: Sequence[Relative], rng: random.Rando
     edit), that edit made again on the parent (``replay`` gives the editor of a kind, or None)."""
     for relative in sorted(relatives, key=lambda r: (-r.gain, rng.random())):
         about = (f"#{relative.id[:8]} changed from our common ancestor #{relative.ancestor_id[:8]} "
-                 f"(+{relative.gain:.3f} there: {_summary(relative.commit_message)})")
+                 f"(+{relative.gain:.3f} there: {what_changed(relative.commit_message)[:120]})")
         merged = three_way(relative.ancestor_source, source, relative.source)
         if merged is not None and _valid(source, merged, avoid) and _consistent(merged):
             return Mutation("merge_relative", f"merge in what {about}", merged)
