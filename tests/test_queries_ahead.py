@@ -49,12 +49,17 @@ class _Watched(OfflineBackend):
     def extract_item(self, instruction, fields, raw_text):
         with self._lock:
             self.started.append("extract")
-        if raw_text == self.last_text:
-            self.held = self.all_built.wait(HOLD_S)
-        item = self._step(super().extract_item, instruction, fields, raw_text)
+        item = self._step(self._held_extract, instruction, fields, raw_text)
         with self._lock:
             self.extracted += 1
         return item
+
+    def _held_extract(self, instruction, fields, raw_text):
+        # a step waiting on its model is in flight: the held extraction counts among the steps running at once,
+        # so the queries built meanwhile overlap it however the threads are scheduled
+        if raw_text == self.last_text:
+            self.held = self.all_built.wait(HOLD_S)
+        return super().extract_item(instruction, fields, raw_text)
 
     def build_query(self, instruction, fields, question, step="query"):
         with self._lock:
